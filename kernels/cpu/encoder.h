@@ -1,0 +1,71 @@
+// CPU twin of the encoder: token + position embeddings, and their gradients.
+// The reference the CUDA kernels are checked against. fp32 arithmetic; each
+// output element is rounded to T once.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "zero/dtype.h"
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+template <typename T>
+void encoder_forward_cpu(T* out,             // (B, T, C)
+                         const int* tokens,  // (B, T)
+                         const T* wte,       // (Vp, C)
+                         const T* wpe,       // (maxT, C)
+                         int B, int T_, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T_; bt++) {
+        const T* wt = wte + (size_t)tokens[bt] * C;
+        const T* wp = wpe + (size_t)(bt % T_) * C;
+        T* o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) o[c] = from_float<T>(to_float(wt[c]) + to_float(wp[c]));
+    }
+}
+
+// dwte[v,:] += sum of dout[b,t,:] over positions with token v (in (b,t) order)
+// dwpe[t,:] += sum over b of dout[b,t,:]
+// Deterministic: each row of dwte/dwpe is owned by one thread and summed in a
+// fixed order in fp32, then rounded once. No atomics.
+template <typename T>
+void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp, C), (maxT, C): accumulated into
+                          const T* dout,       // (B, T, C)
+                          const int* tokens,   // (B, T)
+                          int B, int T_, int C) {
+    int BT = B * T_;
+    // positions sorted by token, stable so each token's positions stay in (b,t) order
+    std::vector<int> order(BT);
+    for (int i = 0; i < BT; i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
+    std::vector<int> run_start;  // start of each run of equal tokens in `order`
+    for (int i = 0; i < BT; i++)
+        if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) run_start.push_back(i);
+    run_start.push_back(BT);
+    int runs = (int)run_start.size() - 1;
+
+#pragma omp parallel
+    {
+        std::vector<float> acc(C);
+#pragma omp for schedule(static)
+        for (int r = 0; r < runs; r++) {
+            T* row = dwte + (size_t)tokens[order[run_start[r]]] * C;
+            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
+            for (int i = run_start[r]; i < run_start[r + 1]; i++) {
+                const T* d = dout + (size_t)order[i] * C;
+                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
+            }
+            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
+        }
+#pragma omp for schedule(static)
+        for (int t = 0; t < T_; t++) {
+            T* row = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
+            for (int b = 0; b < B; b++) {
+                const T* d = dout + ((size_t)b * T_ + t) * C;
+                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
+            }
+            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
+        }
+    }
+}

@@ -1,0 +1,225 @@
+// The kernels the model and the ZeRO engine call, one thin dispatcher each:
+// the CUDA build launches the family in kernels/<family>.cuh on the rank's
+// stream; the CPU build runs the CPU twin in kernels/cpu/<family>.h, which is
+// also the reference every CUDA kernel is tested against.
+//
+// Conventions: shapes in the comments, row-major; (BT) means B*T rows. Outputs
+// named d* that say "accumulate" add into what is there (gradients accumulate
+// over micro-steps); the others overwrite.
+#pragma once
+
+#include "kernels/backend.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/classifier.h"
+#include "kernels/cpu/encoder.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/gemm_cpu.h"
+#include "zero/gpt2_config.h"
+#include "zero/memory.h"
+
+#ifdef ZERO_CUDA
+#include "kernels/adamw.cuh"
+#include "kernels/attention.cuh"
+#include "kernels/classifier.cuh"
+#include "kernels/encoder.cuh"
+#include "kernels/gelu.cuh"
+#include "kernels/layernorm.cuh"
+#include "kernels/matmul.cuh"
+#include "kernels/reduce.cuh"
+#define ZERO_DISPATCH(cuda_call, cpu_call) cuda_call
+#else
+#define ZERO_DISPATCH(cuda_call, cpu_call) cpu_call
+#endif
+
+// out = wte[tokens] + wpe[position]
+template <typename T>
+void encoder_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* tokens /* (B,T) */,
+                     const T* wte /* (Vp,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C) {
+    ZERO_DISPATCH(encoder_forward_cuda(ctx, out, tokens, wte, wpe, B, T_, C),
+                  encoder_forward_cpu(out, tokens, wte, wpe, B, T_, C));
+}
+
+// dwte, dwpe accumulate. tokens_host is the same batch on the host (the CUDA
+// kernel buckets positions by token there, for a deterministic sum).
+template <typename T>
+void encoder_backward(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout /* (B,T,C) */,
+                      const int* tokens, const int* tokens_host, int B, int T_, int C) {
+    ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C),
+                  encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C));
+    (void)tokens;
+}
+
+template <typename T>
+void layernorm_forward(const KernelCtx& ctx, T* out /* (N,C) */, float* mean, float* rstd /* (N) */,
+                       const T* inp /* (N,C) */, const T* weight, const T* bias /* (C) */, int N, int C) {
+    ZERO_DISPATCH(layernorm_forward_cuda(ctx, out, mean, rstd, inp, weight, bias, N, C),
+                  layernorm_forward_cpu(out, mean, rstd, inp, weight, bias, N, C));
+}
+
+// residual = inp1 + inp2; out = layernorm(residual)
+template <typename T>
+void residual_layernorm_forward(const KernelCtx& ctx, T* residual, T* out /* (N,C) */, float* mean,
+                                float* rstd /* (N) */, const T* inp1, const T* inp2 /* (N,C) */, const T* weight,
+                                const T* bias /* (C) */, int N, int C) {
+    ZERO_DISPATCH(residual_layernorm_forward_cuda(ctx, residual, out, mean, rstd, inp1, inp2, weight, bias, N, C),
+                  residual_layernorm_forward_cpu(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C));
+}
+
+// out = a + b (a residual connection)
+template <typename T>
+void residual_forward(const KernelCtx& ctx, T* out, const T* a, const T* b, size_t n) {
+    ZERO_DISPATCH(residual_forward_cuda(ctx, out, a, b, n), residual_forward_cpu(out, a, b, n));
+}
+
+// dinp, dweight, dbias accumulate
+template <typename T>
+void layernorm_backward(const KernelCtx& ctx, T* dinp /* (N,C) */, T* dweight, T* dbias /* (C) */,
+                        const T* dout, const T* inp /* (N,C) */, const T* weight /* (C) */, const float* mean,
+                        const float* rstd /* (N) */, int N, int C) {
+    ZERO_DISPATCH(layernorm_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C),
+                  layernorm_backward_cpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
+}
+
+// out = inp @ weight^T + bias. With gelu_pre != null the GELU is fused:
+// gelu_pre receives the pre-activation and out = gelu(gelu_pre).
+template <typename T>
+void matmul_forward(const KernelCtx& ctx, T* out /* (BT,OC) */, const T* inp /* (BT,C) */,
+                    const T* weight /* (OC,C) */, const T* bias /* (OC) or null */, int BT, int C, int OC,
+                    T* gelu_pre /* (BT,OC) or null */) {
+#ifdef ZERO_CUDA
+    matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre);
+#else
+    T* pre = gelu_pre ? gelu_pre : out;
+    if (bias) {  // start from the bias so that the result is rounded once
+#pragma omp parallel for schedule(static)
+        for (int i = 0; i < BT; i++) memcpy(pre + (size_t)i * OC, bias, OC * sizeof(T));
+    }
+    gemm_cpu(false, true, BT, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, pre, OC);
+    if (gelu_pre) gelu_forward_cpu(out, gelu_pre, (size_t)BT * OC);
+#endif
+}
+
+// dinp = dout @ weight (overwritten; times gelu'(gelu_pre) when gelu_pre != null,
+// fusing the backward of a GELU that produced this matmul's input);
+// dweight += dout^T @ inp; dbias += column sums of dout (when not null).
+template <typename T>
+void matmul_backward(const KernelCtx& ctx, T* dinp /* (BT,C) */, T* dweight /* (OC,C) */, T* dbias /* (OC) */,
+                     const T* dout /* (BT,OC) */, const T* inp /* (BT,C) */, const T* weight /* (OC,C) */, int BT,
+                     int C, int OC, const T* gelu_pre /* (BT,C) or null */) {
+#ifdef ZERO_CUDA
+    matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre);
+#else
+    gemm_cpu(false, false, BT, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+    if (gelu_pre) gelu_backward_cpu(dinp, gelu_pre, dinp, (size_t)BT * C);
+    gemm_cpu(true, false, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias) {
+#pragma omp parallel for schedule(static)
+        for (int o = 0; o < OC; o++) {
+            float acc = to_float(dbias[o]);
+            for (int i = 0; i < BT; i++) acc += to_float(dout[(size_t)i * OC + o]);
+            dbias[o] = from_float<T>(acc);
+        }
+    }
+#endif
+}
+
+template <typename T>
+void gelu_forward(const KernelCtx& ctx, T* out, const T* inp, size_t n) {
+    ZERO_DISPATCH(gelu_forward_cuda(ctx, out, inp, n), gelu_forward_cpu(out, inp, n));
+}
+
+// causal self-attention; lse keeps each row's log-sum-exp for the backward pass
+template <typename T>
+void attention_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, float* lse /* (B,NH,T) */,
+                       const T* qkv /* (B,T,3C) */, int B, int T_, int C, int NH) {
+    ZERO_DISPATCH(attention_forward_cuda(ctx, out, lse, qkv, B, T_, C, NH),
+                  attention_forward_cpu(out, lse, qkv, B, T_, C, NH));
+}
+
+// dqkv overwritten
+template <typename T>
+void attention_backward(const KernelCtx& ctx, T* dqkv /* (B,T,3C) */, const T* dout /* (B,T,C) */,
+                        const T* qkv /* (B,T,3C) */, const T* out /* (B,T,C) */, const float* lse /* (B,NH,T) */,
+                        int B, int T_, int C, int NH) {
+    ZERO_DISPATCH(attention_backward_cuda(ctx, dqkv, dout, qkv, out, lse, B, T_, C, NH),
+                  attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T_, C, NH));
+}
+
+// losses = cross-entropy per row; if dloss != 0 the logits become dlogits * dloss
+template <typename T>
+void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* losses /* (BT) */,
+                      const int* targets /* (BT) */, int BT, int V, int Vp, float dloss) {
+    ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss),
+                  fused_classifier_cpu(logits, losses, targets, BT, V, Vp, dloss));
+}
+
+// AdamW over one contiguous piece; param (compute-dtype copy) may be null
+template <typename Tg, typename Tp>
+void adamw(const KernelCtx& ctx, float* master, float* m, float* v, const Tg* grad, Tp* param, size_t n,
+           const AdamWStep& step, size_t full_offset) {
+    ZERO_DISPATCH(adamw_cuda(ctx, master, m, v, grad, param, n, step, full_offset),
+                  adamw_cpu(master, m, v, grad, param, n, step, full_offset));
+}
+
+// out[0] = sum of squares of x (fp32 partial sums); a non-finite result means
+// the piece holds an inf or NaN. `out` is device memory.
+template <typename T>
+void sumsq(const KernelCtx& ctx, float* out, const T* x, size_t n) {
+    ZERO_DISPATCH(sumsq_cuda(ctx, out, x, n), *out = (float)sumsq_cpu(x, n));
+}
+
+// dst = sum over srcs (fp32 accumulation in order); srcs is a host array of device pointers
+template <typename T>
+void reduce_sum(const KernelCtx& ctx, T* dst, const T* const* srcs, int nsrc, size_t n) {
+    ZERO_DISPATCH(reduce_sum_cuda(ctx, dst, srcs, nsrc, n), reduce_sum_cpu(dst, srcs, nsrc, n));
+}
+
+// dst += src (fp32 sum, rounded once), or dst = src when overwrite
+template <typename T>
+void accumulate(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
+    ZERO_DISPATCH(accumulate_cuda(ctx, dst, src, n, overwrite), accumulate_cpu(dst, src, n, overwrite));
+}
+
+template <typename Tdst, typename Tsrc>
+void cast(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
+    ZERO_DISPATCH(cast_cuda(ctx, dst, src, n), cast_cpu(dst, src, n));
+}
+
+// ----------------------------------------------------------------------------
+// The per-rank kernel context: its stream and, on the GPU, the library handles
+// and workspaces the kernels need, all from the rank's accounting allocator.
+
+// Bytes of kernel workspace for micro-batches of BT tokens (0 on the CPU build).
+inline size_t kernel_workspace_bytes(size_t BT, const GPT2Config& cfg) {
+#ifdef ZERO_CUDA
+    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, cfg);
+#else
+    (void)BT, (void)cfg;
+    return 0;
+#endif
+}
+
+inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, const GPT2Config& cfg) {
+    KernelCtx ctx;
+    ctx.stream = stream_create();
+#ifdef ZERO_CUDA
+    cublasCheck(cublasLtCreate(&ctx.lt));
+    ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
+    ctx.lt_workspace = mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
+    ctx.workspace_bytes = own_kernel_workspace_bytes(BT, cfg);
+    ctx.workspace = mem.allocate(ctx.workspace_bytes, MemKind::Scratch, Arena::Device, "kernel_workspace", false);
+#else
+    (void)mem, (void)BT, (void)cfg;
+#endif
+    return ctx;
+}
+
+inline void destroy_kernel_ctx(KernelCtx& ctx) {
+#ifdef ZERO_CUDA
+    cublasCheck(cublasLtDestroy(ctx.lt));
+#endif
+    stream_destroy(ctx.stream);
+}

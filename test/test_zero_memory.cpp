@@ -1,0 +1,119 @@
+// Per-rank memory and communication, measured by the trainer's accounting
+// allocator and communication backend, against the formulas:
+//   * model states (live after the step / after backward), per rank, exactly
+//       params     s*Psi (stages 0-2)          s*Psi/N (stage 3)
+//       grads      s*Psi (stages 0-1)          s*Psi/N (stages 2-3)
+//       optimizer  12*Psi (stage 0)            12*Psi/N (stages 1-3)
+//     with Psi the plan's padded parameter count and s the compute dtype's size;
+//   * the predictor's totals within 2% at every phase (after forward, after
+//     backward, after the step), every rank, every stage, precision, recompute;
+//   * bytes sent (and received) per rank per step, counted by the backend:
+//       stages 0-1: 2 Psi (N-1)/N;  stage 2: (A+1) Psi (N-1)/N;  stage 3: 3A Psi (N-1)/N
+//     elements, A being the micro-steps per step (the paper's 2Psi and 3Psi at A=1).
+//
+// usage: test_zero_memory <path to train_gpt2_zero_cpu>
+#include <cstdio>
+#include <string>
+
+#include "test/trainer_harness.h"
+#include "zero/param_layout.h"
+#include "zero/shard_plan.h"
+
+struct Case {
+    int stage, ranks, micro_steps, recompute;
+    const char* precision;
+};
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s <train_gpt2_zero_cpu>\n", argv[0]);
+        return 2;
+    }
+    std::string trainer = argv[1];
+    std::string dir = "zero_memory";
+    make_dir(dir);
+    write_markov_shard(dir + "/train.bin", 512, 20000, 3);
+    const char* shape = "L=2,H=4,C=64,V=512,T=32";
+    ParamLayout layout(gpt2_config_from_descriptor(shape));
+
+    std::vector<Case> cases;
+    for (const char* p : {"fp32", "bf16", "fp16"})
+        for (int n = 1; n <= 4; n++)
+            for (int z = 0; z <= 3; z++) cases.push_back({z, n, 1, 0, p});
+    for (int z = 0; z <= 3; z++) {
+        cases.push_back({z, 2, 2, 0, "fp32"});  // gradient accumulation
+        cases.push_back({z, 3, 3, 1, "bf16"});
+        cases.push_back({z, 2, 1, 2, "fp32"});  // recompute modes
+        cases.push_back({z, 4, 1, 1, "fp16"});
+    }
+
+    double params_live[4] = {0, 0, 0, 0};  // at N = 4, fp32, per stage
+    printf("%-28s %12s %12s %12s %12s %12s\n", "case", "params", "grads", "optimizer", "comm sent", "worst pred");
+    for (const Case& c : cases) {
+        char name[96];
+        snprintf(name, sizeof(name), "z%d n%d a%d r%d %s", c.stage, c.ranks, c.micro_steps, c.recompute, c.precision);
+        std::string out = dir + "/run";
+        run_command("rm -rf " + out);
+        const int B = 2, T = 32;
+        std::string cmd = trainer + " -e " + shape + " -t 32 -b 2 -x 2 -v 0 -s 0 -i " + dir + "/train.bin" +
+                          " --mem_report 1 -o " + out + " -z " + std::to_string(c.stage) + " --ranks " +
+                          std::to_string(c.ranks) + " -r " + std::to_string(c.recompute) + " -p " + c.precision +
+                          " -d " + std::to_string(B * T * c.ranks * c.micro_steps);
+        CommandResult r = run_command(cmd);
+        EXPECT(r.status == 0, "%s failed:\n%s", cmd.c_str(), r.output.c_str());
+        if (r.status != 0) continue;
+
+        ShardPlan plan(layout.unit_specs(), c.ranks, SHARD_ALIGN);
+        double psi = (double)plan.full_numel, N = c.ranks, A = c.micro_steps;
+        double s = std::string(c.precision) == "fp32" ? 4 : 2;
+        double want_params = c.stage < 3 ? s * psi : s * psi / N;
+        double want_grads = c.stage < 2 ? s * psi : s * psi / N;
+        double want_opt = c.stage == 0 ? 12 * psi : 12 * psi / N;
+        double comm_elems = c.stage < 2 ? 2 * psi : c.stage == 2 ? (A + 1) * psi : 3 * A * psi;
+        double want_comm = comm_elems * (N - 1) / N * s;
+
+        double worst_pred = 0, got_params = 0, got_grads = 0, got_opt = 0, got_comm = 0;
+        for (int rank = 0; rank < c.ranks; rank++) {
+            CsvRows mem = read_csv(out + "/mem_report_rank" + std::to_string(rank) + ".csv");
+            CsvRows comm = read_csv(out + "/comm_report_rank" + std::to_string(rank) + ".csv");
+            EXPECT(mem.rows.size() == 6 && comm.rows.size() == 2 * 5, "%s rank %d: %zu memory and %zu comm rows", name,
+                   rank, mem.rows.size(), comm.rows.size());
+            for (size_t i = 0; i < mem.rows.size(); i++) {
+                double live = mem.num(i, "live_total"), pred = mem.num(i, "predicted_total");
+                double err = std::fabs(live - pred) / pred;
+                worst_pred = std::max(worst_pred, err);
+                EXPECT(err <= 0.02, "%s rank %d step %s after %s: live %.0f bytes, predicted %.0f (%.2f%%)", name,
+                       rank, mem.text(i, "step").c_str(), mem.text(i, "phase").c_str(), live, pred, 100 * err);
+                const std::string& phase = mem.text(i, "phase");
+                if (phase == "step") {
+                    got_params = mem.num(i, "params"), got_opt = mem.num(i, "optimizer");
+                    EXPECT(got_params == want_params, "%s rank %d: params live %.0f, formula %.0f", name, rank,
+                           got_params, want_params);
+                    EXPECT(got_opt == want_opt, "%s rank %d: optimizer %.0f, formula %.0f", name, rank, got_opt,
+                           want_opt);
+                    EXPECT(mem.num(i, "grads") == 0, "%s rank %d: gradients still live after the step", name, rank);
+                }
+                if (phase == "backward") {
+                    got_grads = mem.num(i, "grads");
+                    EXPECT(got_grads == want_grads, "%s rank %d: grads live %.0f, formula %.0f", name, rank,
+                           got_grads, want_grads);
+                }
+            }
+            // the second step's traffic (rows 5..9), bulk ops only
+            double sent = 0, recv = 0;
+            for (size_t i = 5; i < comm.rows.size(); i++)
+                if (comm.text(i, "op") != "scalar") sent += comm.num(i, "bytes_sent"), recv += comm.num(i, "bytes_recv");
+            got_comm = sent;
+            EXPECT(sent == want_comm && recv == want_comm, "%s rank %d: sent %.0f received %.0f bytes, formula %.0f",
+                   name, rank, sent, recv, want_comm);
+        }
+        if (c.ranks == 4 && std::string(c.precision) == "fp32" && c.micro_steps == 1 && c.recompute == 0)
+            params_live[c.stage] = got_params;
+        printf("%-28s %12.0f %12.0f %12.0f %12.0f %11.3f%%\n", name, got_params, got_grads, got_opt, got_comm,
+               100 * worst_pred);
+    }
+    // what each stage is for, at N = 4: optimizer state, then gradients, then parameters shrink
+    EXPECT(params_live[3] * 4 == params_live[2], "stage 3 holds a quarter of the parameters at N=4: %.0f vs %.0f",
+           params_live[3], params_live[2]);
+    return test_summary("zero_memory");
+}

@@ -1,0 +1,150 @@
+// Helpers for tests that drive the real trainer binary: synthetic token shards,
+// running a command, reading main.log losses and model files, comparing runs.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "data/dataloader.h"
+#include "test/test_util.h"
+#include "zero/model_file.h"
+#include "zero/rng.h"
+
+// Token shards from a random sparse Markov chain over V tokens: each token has a
+// few likely successors, so a model can learn something in a few steps.
+inline void write_markov_shard(const std::string& path, int V, size_t n, uint64_t seed) {
+    std::vector<uint16_t> tokens(n);
+    Rng rng(seed);
+    uint32_t t = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = rng.next_u32();
+        t = (r & 3) == 0 ? r % V : (t * 7 + 13 + (r >> 8) % 3) % V;  // 3 successors, some noise
+        tokens[i] = (uint16_t)t;
+    }
+    write_shard(path, tokens.data(), n);
+}
+
+struct CommandResult {
+    int status;          // exit code, or -1 if it did not exit normally
+    std::string output;  // stdout and stderr together
+};
+
+inline CommandResult run_command(const std::string& cmd) {
+    CommandResult r{-1, ""};
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    if (!p) return r;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+    int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return r;
+}
+
+// the "s:<step> trl:<loss>" lines of a main.log, in order
+inline std::vector<double> read_train_losses(const std::string& main_log) {
+    std::vector<double> losses;
+    FILE* f = fopen(main_log.c_str(), "r");
+    if (!f) return losses;
+    char line[256];
+    while (fgets(line, sizeof(line), f)) {
+        int step;
+        double loss;
+        if (sscanf(line, "s:%d trl:%lf", &step, &loss) == 2) losses.push_back(loss);
+    }
+    fclose(f);
+    return losses;
+}
+
+// every parameter of an llm.c model file, widened to fp32, in file order
+inline std::vector<float> read_model_params(const std::string& path) {
+    std::vector<float> out;
+    if (!file_exists(path)) return out;
+    ModelFile mf(path);
+    ParamLayout layout(mf.cfg);
+    std::vector<float> unit;
+    out.resize(layout.file_numel());
+    for (int u = 0; u < layout.num_units(); u++) {
+        UnitSpec spec = layout.unit_spec(u);
+        unit.assign(spec.numel, 0.0f);
+        mf.read_unit(layout, u, unit.data());
+        for (const TensorSpec& t : spec.tensors)
+            std::copy(unit.begin() + t.offset_in_unit, unit.begin() + t.offset_in_unit + t.numel,
+                      out.begin() + layout.file_offset(t.id, t.layer));
+    }
+    return out;
+}
+
+// ||a - b|| / ||b||, or +inf if the sizes differ or b is empty
+inline double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size() || b.empty()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return std::sqrt(num / den);
+}
+
+inline double max_relative_loss_error(const std::vector<double>& a, const std::vector<double>& b) {
+    if (a.size() != b.size() || b.empty()) return INFINITY;
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); i++) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+    return worst;
+}
+
+inline bool files_identical(const std::string& a, const std::string& b) {
+    FILE* fa = fopen(a.c_str(), "rb");
+    FILE* fb = fopen(b.c_str(), "rb");
+    bool same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = false;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+// A CSV file as rows of named fields (every value kept as text).
+struct CsvRows {
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+    int column(const std::string& name) const {
+        for (size_t i = 0; i < header.size(); i++)
+            if (header[i] == name) return (int)i;
+        return -1;
+    }
+    double num(size_t row, const std::string& name) const {
+        int c = column(name);
+        return c < 0 ? NAN : atof(rows[row][c].c_str());
+    }
+    const std::string& text(size_t row, const std::string& name) const { return rows[row][column(name)]; }
+};
+
+inline CsvRows read_csv(const std::string& path) {
+    CsvRows csv;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return csv;
+    char line[4096];
+    bool first = true;
+    while (fgets(line, sizeof(line), f)) {
+        std::vector<std::string> fields;
+        std::string cur;
+        for (char* c = line; *c && *c != '\n'; c++) {
+            if (*c == ',') fields.push_back(cur), cur.clear();
+            else cur += *c;
+        }
+        fields.push_back(cur);
+        if (first) csv.header = fields, first = false;
+        else csv.rows.push_back(fields);
+    }
+    fclose(f);
+    return csv;
+}

@@ -1,0 +1,569 @@
+// train_gpt2_zero: GPT-2 training with ZeRO stages 0-3, one file of model and
+// loop. The same source builds the CUDA trainer (nvcc) and the CPU trainer
+// (g++ -DZERO_CPU); only the kernels behind kernels/kernels.h differ.
+//
+// Reading guide:
+//   GPT2::forward / GPT2::backward   the model as explicit call lists, unit by unit
+//   zero/zero_engine.h               what each ZeRO stage does at each unit hook
+//   zero/shard_plan.h                the offset arithmetic behind all of it
+//   train_rank()                     the training loop of one rank
+//   main()                           flags, world set-up (NCCL or emulated ranks)
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "data/dataloader.h"
+#include "data/tokenizer.h"
+#include "kernels/kernels.h"
+#include "zero/activations.h"
+#include "zero/checkpoint.h"
+#include "zero/comm_emulated.h"
+#include "zero/flags.h"
+#include "zero/loss_scaler.h"
+#include "zero/memory.h"
+#include "zero/memory_predictor.h"
+#include "zero/model_file.h"
+#include "zero/param_layout.h"
+#include "zero/run_setup.h"
+#include "zero/zero_engine.h"
+#ifdef ZERO_CUDA
+#include "zero/comm_nccl.h"
+#endif
+
+// ----------------------------------------------------------------------------
+// The model: GPT-2 forward and backward over the units of the flat buffer.
+// Every parameter pointer comes from the ZeRO engine's hooks, which gather
+// (stage 3), hand out gradient buffers and launch the stage's collectives.
+
+template <typename T>
+struct GPT2 {
+    const GPT2Config cfg;
+    const ParamLayout& layout;
+    ZeroEngine<T>& zero;
+    KernelCtx ctx;
+    Activations<T> acts;
+    // the current pass
+    int B = 0, T_ = 0;
+    const int* inputs_host = nullptr;  // the encoder backward buckets tokens on the host
+    const T* head_params = nullptr;    // unit 0 held from the LM head's forward to its backward
+
+    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, MemoryAccountant& mem)
+        : cfg(z.layout.cfg), layout(z.layout), zero(z), ctx(z.ctx), acts(cfg, max_B, max_T, recompute, mem) {}
+
+    size_t BT() const { return (size_t)B * T_; }
+
+    // One transformer block: x (B,T,C) -> residual3 (B,T,C).
+    void layer_forward(int l, const LayerTensors<const T>& p) {
+        int C = cfg.channels, NH = cfg.num_heads;
+        LayerActs<T> a = acts.layer(l, BT());
+        const T* x = acts.layer_input(l, BT());
+        T* branch = acts.t(acts.branch);
+        layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, BT(), C);
+        matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * C, (T*)nullptr);          // (B,T,3C)
+        attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, C, NH);                          // (B,T,C)
+        matmul_forward(ctx, branch, a.atty, p.attprojw, p.attprojb, BT(), C, C, (T*)nullptr);    // (B,T,C)
+        residual_layernorm_forward(ctx, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, branch, p.ln2w, p.ln2b,
+                                   BT(), C);
+        matmul_forward(ctx, a.fch_gelu, a.ln2, p.fcw, p.fcb, BT(), C, 4 * C, a.fch);            // (B,T,4C), GELU fused
+        matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, p.fcprojb, BT(), 4 * C, C, (T*)nullptr);  // (B,T,C)
+        residual_forward(ctx, a.residual3, a.residual2, branch, BT() * C);
+    }
+
+    // Backward of one block. acts.dresidual holds dL/d(residual3) on entry and
+    // dL/d(x) on exit; g receives the block's parameter gradients (accumulated).
+    void layer_backward(int l, const LayerTensors<const T>& p, const LayerTensors<T>& g) {
+        int C = cfg.channels, NH = cfg.num_heads;
+        LayerActs<T> a = acts.layer(l, BT());
+        const T* x = acts.layer_input(l, BT());
+        T* dres = acts.t(acts.dresidual);
+        T* dbtc = acts.t(acts.dbtc);
+        T* dqkv = acts.t(acts.dqkv);
+        T* dfch = acts.t(acts.dfch);
+        if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * C);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * C, C, a.fch);
+        matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * C, (const T*)nullptr);
+        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dbtc, a.residual2, p.ln2w, a.ln2_mean, a.ln2_rstd, BT(), C);
+        // residual2 = x + attproj(attention(qkv(ln1)))
+        matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), C, C, (const T*)nullptr);
+        attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, C, NH);
+        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * C, (const T*)nullptr);
+        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dbtc, x, p.ln1w, a.ln1_mean, a.ln1_rstd, BT(), C);
+    }
+
+    // Forward over a (B, T) batch of tokens on the host. With targets, the
+    // per-token losses are computed; with dloss != 0 (training) the loss
+    // gradient replaces the logits and unit 0 stays held for backward.
+    // Returns the sum of this rank's per-token losses (0 without targets).
+    double forward(const int* inputs, const int* targets, int B_, int T__, float dloss) {
+        B = B_, T_ = T__, inputs_host = inputs;
+        bool training = dloss != 0.0f;
+        int C = cfg.channels, L = cfg.num_layers;
+        CHECK(BT() <= acts.maxBT && T_ <= cfg.max_seq_len, "internal: batch larger than the activations");
+        device_copy(acts.inputs(), inputs, BT() * sizeof(int), ctx.stream);
+        if (targets) device_copy(acts.targets(), targets, BT() * sizeof(int), ctx.stream);
+        acts.set_saved_live(true);
+        zero.begin_pass(training);
+
+        EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
+        encoder_forward(ctx, acts.t(acts.encoded), acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
+        zero.release_params(layout.embed_unit());
+
+        for (int l = 0; l < L; l++) {
+            int u = layout.layer_unit(l);
+            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
+            zero.release_params(u);
+        }
+
+        float* lnf_mean = (float*)acts.lnf_stats;
+        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
+        layernorm_forward(ctx, acts.t(acts.lnf), lnf_mean, lnf_mean + BT(), acts.layer(L - 1, BT()).residual3,
+                          fin.lnfw, fin.lnfb, BT(), C);
+        zero.release_params(layout.final_unit());
+
+        // the LM head shares wte with the embeddings: unit 0 is gathered again
+        head_params = zero.acquire_params(layout.embed_unit());
+        EmbedTensors<const T> head = embed_tensors(layout, head_params);
+        matmul_forward(ctx, acts.t(acts.logits), acts.t(acts.lnf), head.wte, (const T*)nullptr, BT(), C,
+                       cfg.padded_vocab_size, (T*)nullptr);  // (B,T,Vp)
+        double loss_sum = 0.0;
+        if (targets) {
+            fused_classifier(ctx, acts.t(acts.logits), (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
+                             cfg.padded_vocab_size, dloss);
+            std::vector<float> losses(BT());
+            zero.copy_to_host(losses.data(), acts.losses, BT() * sizeof(float));
+            for (float x : losses) loss_sum += x;
+        }
+        if (!training) {
+            zero.release_params(layout.embed_unit());
+            zero.end_pass();
+            acts.set_saved_live(false);
+        }
+        return loss_sum;
+    }
+
+    // Backward of the last training forward. Gradients accumulate into the
+    // buffers the engine hands out; grads_done() starts each unit's collective.
+    void backward(int micro_step) {
+        int C = cfg.channels, L = cfg.num_layers;
+        acts.set_scratch_live(true);
+        T* dres = acts.t(acts.dresidual);
+        T* dbtc = acts.t(acts.dbtc);
+
+        // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
+        EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
+        EmbedTensors<const T> head = embed_tensors(layout, head_params);
+        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.t(acts.logits), acts.t(acts.lnf), head.wte, BT(), C,
+                        cfg.padded_vocab_size, (const T*)nullptr);
+        zero.release_params(layout.embed_unit());
+
+        // final layernorm
+        int uf = layout.final_unit();
+        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
+        FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
+        float* lnf_mean = (float*)acts.lnf_stats;
+        device_zero(dres, BT() * C * sizeof(T), ctx.stream);
+        layernorm_backward(ctx, dres, gfin.lnfw, gfin.lnfb, dbtc, acts.layer(L - 1, BT()).residual3, fin.lnfw,
+                           lnf_mean, lnf_mean + BT(), BT(), C);
+        zero.release_params(uf);
+        zero.grads_done(uf, micro_step);
+
+        for (int l = L - 1; l >= 0; l--) {
+            int u = layout.layer_unit(l);
+            LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
+            LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
+            if (acts.recompute == 2) layer_forward(l, p);  // rebuild this block's activations from its input
+            layer_backward(l, p, g);
+            zero.release_params(u);
+            zero.grads_done(u, micro_step);
+        }
+
+        // embeddings: needs no parameters, only the tokens
+        encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
+        zero.grads_done(layout.embed_unit(), micro_step);
+        acts.set_saved_live(false);
+        acts.set_scratch_live(false);
+    }
+
+    // Logits of position t of row 0 of the last forward, as fp32 on the host.
+    std::vector<float> logits_at(int t) {
+        std::vector<T> row(cfg.vocab_size);
+        zero.copy_to_host(row.data(), acts.t(acts.logits) + (size_t)t * cfg.padded_vocab_size,
+                          cfg.vocab_size * sizeof(T));
+        std::vector<float> out(cfg.vocab_size);
+        for (int v = 0; v < cfg.vocab_size; v++) out[v] = to_float(row[v]);
+        return out;
+    }
+};
+
+// ----------------------------------------------------------------------------
+// Learning rate: linear warmup, then cosine decay to final_frac of the peak.
+inline float learning_rate_at(const TrainOptions& o, int step, int total_steps) {
+    if (step < o.warmup_steps) return o.learning_rate * (step + 1) / o.warmup_steps;
+    float min_lr = o.learning_rate * o.final_lr_frac;
+    int decay_steps = std::max(1, total_steps - o.warmup_steps);
+    float ratio = std::min(1.0f, (float)(step - o.warmup_steps) / decay_steps);
+    return min_lr + 0.5f * (1.0f + cosf((float)M_PI * ratio)) * (o.learning_rate - min_lr);
+}
+
+// What a checkpoint keeps besides the model and optimizer shards.
+struct RunState {
+    int32_t step;            // steps completed
+    int32_t adam_t;          // optimizer steps taken (skipped ones excluded)
+    LossScaler::State scaler;
+    DataLoader::State loader;
+};
+
+// Samples gen_tokens tokens from the model, starting from <|endoftext|>.
+// Every rank runs it (stage 3 needs every rank for its gathers); rank 0 prints.
+template <typename T>
+void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print) {
+    int max_len = std::min<int>(gen_tokens + 1, std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT));
+    int eot = tok ? tok->eot_token : model.cfg.vocab_size - 1;
+    std::vector<int> tokens(1, eot);
+    Rng rng(seed);
+    if (print) printf("sample: ");
+    while ((int)tokens.size() < max_len) {
+        int t = (int)tokens.size();
+        model.forward(tokens.data(), nullptr, 1, t, 0.0f);
+        std::vector<float> logits = model.logits_at(t - 1);
+        float maxv = logits[0];
+        for (float x : logits) maxv = std::max(maxv, x);
+        double sum = 0.0;
+        for (float& x : logits) sum += (x = expf(x - maxv));
+        double coin = rng.next_float() * sum, acc = 0.0;
+        int next = model.cfg.vocab_size - 1;
+        for (int v = 0; v < model.cfg.vocab_size; v++)
+            if ((acc += logits[v]) > coin) {
+                next = v;
+                break;
+            }
+        tokens.push_back(next);
+        if (print) {
+            if (tok) printf("%s", tok->decode(next).c_str());
+            else printf("%d ", next);
+            fflush(stdout);
+        }
+    }
+    if (print) printf("\n");
+}
+
+// ----------------------------------------------------------------------------
+// Memory report: the homework's table, per rank, each step.
+
+inline void append_mem_csv(const std::string& path, int step, int rank, const char* phase, const MemCounts& live,
+                           const MemCounts& predicted, size_t peak, size_t reserved, size_t device_used) {
+    bool fresh = !file_exists(path);
+    FILE* f = open_file(path, "a");
+    if (fresh) {
+        fprintf(f, "step,rank,phase");
+        for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%s", mem_kind_name((MemKind)k));
+        fprintf(f, ",live_total,predicted_total,peak,reserved,device_used\n");
+    }
+    fprintf(f, "%d,%d,%s", step, rank, phase);
+    for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%zu", live.get(Arena::Device, (MemKind)k));
+    fprintf(f, ",%zu,%zu,%zu,%zu,%zu\n", live.total(Arena::Device), predicted.total(Arena::Device), peak, reserved,
+            device_used);
+    fclose(f);
+}
+
+// Per-step bytes of every collective of this rank, as the backend counted them.
+inline void append_comm_csv(const std::string& path, int step, int rank, const CommStats& st) {
+    bool fresh = !file_exists(path);
+    FILE* f = open_file(path, "a");
+    if (fresh) fprintf(f, "step,rank,op,calls,bytes_sent,bytes_recv\n");
+    for (int op = 0; op < NUM_COMM_OPS; op++)
+        fprintf(f, "%d,%d,%s,%llu,%llu,%llu\n", step, rank, comm_op_name((CommOp)op), (unsigned long long)st.calls[op],
+                (unsigned long long)st.sent[op], (unsigned long long)st.recv[op]);
+    fclose(f);
+}
+
+inline size_t device_memory_used() {
+#ifdef ZERO_CUDA
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+#else
+    return 0;
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// One rank's whole run.
+
+template <typename T>
+void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
+    const int rank = comm.rank, world = comm.world;
+    const bool rank0 = rank == 0;
+#ifdef _OPENMP
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+#endif
+    MemoryAccountant mem(rank);
+    KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg);
+    ParamLayout layout(run.cfg);
+    ZeroEngine<T> zero(layout, comm, mem, ctx, o.zero_stage, run.micro_steps, o.seed);
+    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, mem);
+    MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
+
+    if (run.model_file.empty()) zero.init_parameters(o.seed);
+    else {
+        ModelFile mf(run.model_file);
+        zero.load_parameters([&](int u, float* dst) { mf.read_unit(layout, u, dst); });
+    }
+
+    DataLoader train_loader, val_loader;
+    train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, rank, world, o.shuffle != 0, o.seed);
+    train_loader.set_vocab_check(run.cfg.vocab_size);
+    bool have_val = o.val_every > 0 && !o.val_pattern.empty();
+    if (have_val) {
+        val_loader.init(o.val_pattern, o.micro_batch, o.seq_len, rank, world, false, o.seed);
+        val_loader.set_vocab_check(run.cfg.vocab_size);
+    }
+    std::unique_ptr<Tokenizer> tokenizer;
+    if (file_exists(o.tokenizer_path)) {
+        tokenizer = std::make_unique<Tokenizer>();
+        tokenizer->load(o.tokenizer_path);
+    } else if (rank0 && o.sample_every > 0) {
+        printf("note: no tokenizer at %s; samples print as token ids\n", o.tokenizer_path.c_str());
+    }
+
+    LossScaler scaler(run.scaler_config(o), run.dtype == DType::F16);
+    OptimizerConfig oc;
+    oc.weight_decay = o.weight_decay;
+    oc.grad_clip = o.grad_clip;
+
+    const long tokens_per_step = (long)o.micro_batch * o.seq_len * world * run.micro_steps;
+    int total_steps = o.max_steps > 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);
+    CHECK(total_steps > 0, "the training data holds fewer than one step of %ld tokens", tokens_per_step);
+
+    // resume
+    int start_step = 0;
+    if (o.resume) {
+        int found = latest_checkpoint(o.output_dir);
+        if (found < 0) {
+            if (rank0) printf("no complete checkpoint in %s: starting from scratch\n", o.output_dir.c_str());
+        } else {
+            std::string dir = checkpoint_dir(o.output_dir, found);
+            RunState rs;
+            CkptHeader h = read_state_file(dir, run.cfg, rs);
+            size_t n = zero.optimizer_numel();
+            std::vector<float> w(n), m(n), v(n);
+            float* arrays[3] = {w.data(), m.data(), v.data()};
+            read_optim_files(dir, layout, h.world, zero.plan, zero.stage, rank, arrays);
+            zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
+            zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
+            zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));
+            zero.adam_t = rs.adam_t;
+            zero.refresh_params_from_master();
+            scaler.st = rs.scaler;
+            train_loader.restore(rs.loader);
+            start_step = rs.step;
+            if (rank0)
+                printf("resumed from %s (step %d; written by %d rank(s) at stage %d)\n", dir.c_str(), rs.step,
+                       h.world, h.stage);
+        }
+    }
+
+    // logging
+    FILE* main_log = nullptr;
+    if (rank0 && !o.output_dir.empty()) {
+        make_dir(o.output_dir);
+        main_log = open_file(o.output_dir + "/main.log", start_step > 0 ? "a" : "w");
+    }
+    auto save_checkpoint = [&](int step) {
+        std::string dir = checkpoint_dir(o.output_dir, step);
+        if (rank0) make_dir(dir);
+        comm.barrier();
+        // model.bin: llm.c format; stage 3 gathers each unit for it
+        std::unique_ptr<ModelFileWriter<float>> w32;
+        std::unique_ptr<ModelFileWriter<bf16>> w16;
+        if (rank0) {
+            if (run.dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", layout);
+            else w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", layout);
+        }
+        for (int u = 0; u < layout.num_units(); u++) {
+            const T* unit = zero.unit_for_export(u);
+            if (rank0) {
+                std::vector<T> host(zero.plan.padded[u]);
+                zero.copy_to_host(host.data(), unit, host.size() * sizeof(T));
+                if (w16) w16->write_unit(u, (const bf16*)host.data());
+                else {
+                    std::vector<float> f(host.size());
+                    for (size_t i = 0; i < host.size(); i++) f[i] = to_float(host[i]);
+                    w32->write_unit(u, f.data());
+                }
+            }
+            zero.done_with_unit(u);
+        }
+        if (w16) w16->commit();
+        if (w32) w32->commit();
+        // optim_rank<r>.bin: every rank its slices
+        size_t n = zero.optimizer_numel();
+        std::vector<float> w(n), m(n), v(n);
+        zero.copy_to_host(w.data(), zero.master_weights(), n * sizeof(float));
+        zero.copy_to_host(m.data(), zero.adam_m_state(), n * sizeof(float));
+        zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
+        const float* arrays[3] = {w.data(), m.data(), v.data()};
+        write_optim_file(dir, make_header(CKPT_OPTIM_MAGIC, run.cfg, step, world, zero.stage, rank, zero.plan.shard_numel),
+                         zero.plan, zero.stage, arrays);
+        if (rank0) {
+            RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
+            write_state_file(dir, make_header(CKPT_STATE_MAGIC, run.cfg, step, world, zero.stage, 0, 0), rs);
+        }
+        comm.barrier();
+        if (rank0) {
+            write_done_marker(dir);
+            printf("checkpoint written: %s\n", dir.c_str());
+        }
+    };
+
+    auto evaluate = [&]() {
+        val_loader.reset();
+        int batches = std::min<int>(o.val_max_batches, (int)val_loader.num_batches());
+        double sum = 0.0;
+        for (int i = 0; i < batches; i++) {
+            val_loader.next_batch();
+            sum += model.forward(val_loader.inputs, val_loader.targets, o.micro_batch, o.seq_len, 0.0f);
+        }
+        double tokens = (double)batches * o.micro_batch * o.seq_len * world;
+        return comm.sum_scalar(sum) / tokens;
+    };
+
+    if (rank0) {
+        printf("training %d steps from step %d: %ld tokens per step (%d rank(s) x B=%d x T=%d x %d micro-step(s))\n",
+               total_steps, start_step, tokens_per_step, world, o.micro_batch, o.seq_len, run.micro_steps);
+    }
+    double total_ms = 0.0;
+    int timed_steps = 0;
+    for (int step = start_step; step <= total_steps; step++) {
+        bool last = step == total_steps;
+        if (have_val && (step % o.val_every == 0 || last)) {
+            double val_loss = evaluate();
+            if (rank0) {
+                printf("step %d: val loss %.6f\n", step, val_loss);
+                if (main_log) fprintf(main_log, "s:%d tel:%.6f\n", step, val_loss), fflush(main_log);
+            }
+        }
+        if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
+            print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
+        if (!o.output_dir.empty() && step > start_step &&
+            (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
+            save_checkpoint(step);
+        if (last) break;
+
+        // ---- one optimizer step
+        auto t0 = std::chrono::steady_clock::now();
+        mem.reset_peak();
+        comm.stats = CommStats{};
+        MemCounts live_fwd, live_bwd;
+        float dloss = scaler.scale() / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
+        double loss_sum = 0.0;
+        for (int micro = 0; micro < run.micro_steps; micro++) {
+            train_loader.next_batch();
+            loss_sum += model.forward(train_loader.inputs, train_loader.targets, o.micro_batch, o.seq_len, dloss);
+            live_fwd = mem.live_bytes();
+            model.backward(micro);
+            live_bwd = mem.live_bytes();
+        }
+        float lr = learning_rate_at(o, step, total_steps);
+        StepResult res = zero.step(lr, oc, scaler.scale());
+        stream_sync(ctx.stream);
+        MemCounts live_step = mem.live_bytes();
+        float loss_scale_used = scaler.scale();
+        scaler.update(res.skipped);
+        double loss = comm.sum_scalar(loss_sum) / tokens_per_step;
+        auto t1 = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+        if (step > start_step) total_ms += ms, timed_steps++;  // the first step warms up
+
+        if (rank0) {
+            printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s", step + 1, total_steps, loss,
+                   res.grad_norm, lr, ms, tokens_per_step / (ms / 1000.0));
+            if (run.dtype == DType::F16) printf(" | scale %g%s", loss_scale_used, res.skipped ? " (skipped)" : "");
+            printf(" | mem %.1f MiB\n", mem.peak_live(Arena::Device) / 1048576.0);
+            if (main_log) fprintf(main_log, "s:%d trl:%.6f\n", step + 1, loss), fflush(main_log);
+        }
+        if (o.mem_report) {
+            size_t used = device_memory_used();
+            for (int r = 0; r < world; r++) {  // in rank order
+                comm.barrier();
+                if (r != rank) continue;
+                const double MiB = 1048576.0;
+                printf("  mem rank %d | after fwd %.2f MiB (pred %.2f) | after bwd %.2f MiB (pred %.2f) | after step "
+                       "%.2f MiB (pred %.2f) | peak %.2f | reserved %.2f",
+                       rank, live_fwd.total(Arena::Device) / MiB, predicted.after_forward.total(Arena::Device) / MiB,
+                       live_bwd.total(Arena::Device) / MiB, predicted.after_backward.total(Arena::Device) / MiB,
+                       live_step.total(Arena::Device) / MiB, predicted.after_step.total(Arena::Device) / MiB,
+                       mem.peak_live(Arena::Device) / MiB, mem.reserved_bytes().total(Arena::Device) / MiB);
+                if (used) printf(" | device used %.2f MiB", used / MiB);
+                printf(" | comm sent %.2f MiB recv %.2f MiB\n", comm.stats.bulk_sent() / MiB,
+                       comm.stats.bulk_recv() / MiB);
+                fflush(stdout);
+                if (!o.output_dir.empty()) {
+                    std::string path = o.output_dir + "/mem_report_rank" + std::to_string(rank) + ".csv";
+                    size_t peak = mem.peak_live(Arena::Device), res_b = mem.reserved_bytes().total(Arena::Device);
+                    append_mem_csv(path, step + 1, rank, "forward", live_fwd, predicted.after_forward, peak, res_b, used);
+                    append_mem_csv(path, step + 1, rank, "backward", live_bwd, predicted.after_backward, peak, res_b, used);
+                    append_mem_csv(path, step + 1, rank, "step", live_step, predicted.after_step, peak, res_b, used);
+                    append_comm_csv(o.output_dir + "/comm_report_rank" + std::to_string(rank) + ".csv", step + 1,
+                                    rank, comm.stats);
+                }
+            }
+            comm.barrier();
+        }
+    }
+    if (rank0 && timed_steps > 0)
+        printf("average step time %.2f ms (%.0f tok/s) over %d steps; 20 steps take %.2f s\n", total_ms / timed_steps,
+               tokens_per_step / (total_ms / timed_steps / 1000.0), timed_steps, 20 * total_ms / timed_steps / 1000.0);
+    if (main_log) fclose(main_log);
+    destroy_kernel_ctx(ctx);
+}
+
+// ----------------------------------------------------------------------------
+
+template <typename T>
+void run_world(const TrainOptions& o, const RunSetup& run) {
+#ifdef ZERO_CUDA
+    if (run.launch.world > 1) {  // one rank per process and GPU, under mpirun/srun/torchrun
+        run_nccl_rank(run.launch, [&](Comm& comm) { train_rank<T>(o, run, comm); });
+        return;
+    }
+#endif
+    run_emulated_ranks(o.ranks, [&](int rank, EmulatedWorld& world) {
+        KernelCtx comm_ctx;
+        EmulatedComm comm(world, rank, comm_ctx);
+        train_rank<T>(o, run, comm);
+    });
+}
+
+#ifndef ZERO_NO_MAIN
+int main(int argc, char** argv) {
+    TrainOptions o;
+    if (!parse_flags(argc, argv, o)) {
+        print_usage(argv[0]);
+        return 0;
+    }
+    RunSetup run = make_run_setup(o);
+    if (o.estimate) {
+        print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
+        return 0;
+    }
+    if (!o.consolidate.empty()) {
+        consolidate_checkpoint(o.consolidate);
+        return 0;
+    }
+    switch (run.dtype) {
+        case DType::F32: run_world<float>(o, run); break;
+        case DType::BF16: run_world<bf16>(o, run); break;
+        case DType::F16: run_world<f16>(o, run); break;
+    }
+    return 0;
+}
+#endif

@@ -1,0 +1,71 @@
+// One communication interface for the stages, two backends behind it:
+// EmulatedComm (N ranks as threads of one process; zero/comm_emulated.h) and
+// NcclComm (one rank per process and GPU; zero/comm_nccl.h).
+//
+// Every collective counts, per rank, the bytes it sends and receives. The
+// emulated backend counts the bytes it actually reads from peers' buffers and
+// the bytes of its own buffers peers read; NCCL's are those of its ring
+// algorithms. Both equal the textbook ring volumes: reduce-scatter and
+// all-gather move (N-1)/N of the full buffer in each direction per rank,
+// all-reduce twice that.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "zero/dtype.h"
+
+enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, COUNT };
+constexpr int NUM_COMM_OPS = (int)CommOp::COUNT;
+
+inline const char* comm_op_name(CommOp op) {
+    static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "scalar"};
+    return names[(int)op];
+}
+
+struct CommStats {
+    uint64_t sent[NUM_COMM_OPS] = {};
+    uint64_t recv[NUM_COMM_OPS] = {};
+    uint64_t calls[NUM_COMM_OPS] = {};
+    void add(CommOp op, uint64_t bytes_sent, uint64_t bytes_recv) {
+        sent[(int)op] += bytes_sent;
+        recv[(int)op] += bytes_recv;
+        calls[(int)op] += 1;
+    }
+    // the bulk traffic: everything but the scalar reductions of losses and norms
+    uint64_t bulk_sent() const { return total(sent) - sent[(int)CommOp::Scalar]; }
+    uint64_t bulk_recv() const { return total(recv) - recv[(int)CommOp::Scalar]; }
+    static uint64_t total(const uint64_t* a) {
+        uint64_t t = 0;
+        for (int i = 0; i < NUM_COMM_OPS; i++) t += a[i];
+        return t;
+    }
+};
+
+class Comm {
+  public:
+    Comm(int rank_, int world_) : rank(rank_), world(world_) {}
+    virtual ~Comm() = default;
+    const int rank, world;
+    CommStats stats;
+
+    virtual const char* backend_name() const = 0;
+
+    // In place: `buf` (count elements) becomes the elementwise sum over ranks.
+    virtual void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) = 0;
+    // `send` holds world*recvcount elements; this rank receives the sum over ranks
+    // of elements [rank*recvcount, (rank+1)*recvcount). In place when
+    // recv == send + rank*recvcount.
+    virtual void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) = 0;
+    // `recv` gets world*sendcount elements, rank k's `send` at k*sendcount. In
+    // place when send == recv + rank*sendcount.
+    virtual void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) = 0;
+    // `bytes` of `buf` from `root` to every rank.
+    virtual void broadcast(void* buf, size_t bytes, int root, Stream s) = 0;
+    virtual void barrier() = 0;
+
+    // Small host-side reductions (losses, norms, overflow flags): blocking, and
+    // summed in rank order so every rank gets the same bits.
+    virtual double sum_scalar(double x) = 0;
+    virtual double max_scalar(double x) = 0;
+};

@@ -1,0 +1,197 @@
+// The emulated backend: N ranks as N threads of one process, on one device (the
+// GPU, or the CPU build's RAM). Each rank owns its buffers. A collective is:
+// publish my buffer pointer, barrier, read the peers' buffers (reduce or copy
+// into my own), barrier. Sums run over ranks in rank order, so results are
+// deterministic and the same on every rank.
+//
+// On the GPU the reads are kernels on each rank's stream; before reading, a rank's
+// stream waits on events recorded by every peer at entry (their data is ready),
+// and before returning on events recorded after every peer's reads (nobody
+// overwrites a buffer a peer is still reading). Hosts only meet at barriers; no
+// stream is synchronised.
+//
+// Bytes are counted as they move: a rank receives what it reads from peers and
+// sends what peers read from it.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "zero/comm.h"
+
+// A reusable barrier for a fixed number of threads (std::barrier is C++20).
+class ThreadBarrier {
+  public:
+    explicit ThreadBarrier(int n) : count(n) {}
+    void wait() {
+        std::unique_lock<std::mutex> lock(mu);
+        uint64_t gen = generation;
+        if (++arrived == count) {
+            arrived = 0;
+            generation++;
+            cv.notify_all();
+        } else {
+            cv.wait(lock, [&] { return gen != generation; });
+        }
+    }
+
+  private:
+    std::mutex mu;
+    std::condition_variable cv;
+    const int count;
+    int arrived = 0;
+    uint64_t generation = 0;
+};
+
+// What the ranks of one emulated world share: the barrier and the mailboxes in
+// which each rank publishes its buffer pointers, scalars and events.
+struct EmulatedWorld {
+    explicit EmulatedWorld(int n)
+        : world(n), barrier(n), send(n), recv(n), scalar(n), ready(n), done(n) {}
+    const int world;
+    ThreadBarrier barrier;
+    std::vector<const void*> send;
+    std::vector<void*> recv;
+    std::vector<double> scalar;
+    std::vector<Event> ready, done;  // per rank, recorded on its stream (GPU only)
+};
+
+class EmulatedComm : public Comm {
+  public:
+    EmulatedComm(EmulatedWorld& w, int rank_, const KernelCtx& ctx_) : Comm(rank_, w.world), shared(w), ctx(ctx_) {
+        shared.ready[rank] = event_create();
+        shared.done[rank] = event_create();
+    }
+    ~EmulatedComm() override {
+        event_destroy(shared.ready[rank]);
+        event_destroy(shared.done[rank]);
+    }
+    const char* backend_name() const override { return "emulated"; }
+
+    void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
+        // reduce-scatter then all-gather, in place, as a ring does: rank r sums
+        // chunk r of every peer into its own chunk r, then copies peers' chunks.
+        size_t esz = dtype_size(dt);
+        size_t lo = chunk_begin(count, rank), hi = chunk_begin(count, rank + 1);
+        enter(buf, buf, s);
+        std::vector<const void*> srcs(world);
+        for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + lo * esz;
+        reduce(dt, (char*)buf + lo * esz, srcs.data(), hi - lo, s);
+        middle(s);
+        for (int k = 0; k < world; k++) {
+            if (k == rank) continue;
+            size_t klo = chunk_begin(count, k), khi = chunk_begin(count, k + 1);
+            device_copy((char*)buf + klo * esz, (const char*)shared.send[k] + klo * esz, (khi - klo) * esz, s);
+        }
+        leave(s);
+        // phase 1: I read my chunk from N-1 peers, they read theirs from me;
+        // phase 2: I read every other chunk once, N-1 peers read mine.
+        // Each direction: count + (N-2)*|my chunk| = 2(N-1)/N * count for even chunks.
+        uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * (hi - lo)) * esz;
+        stats.add(CommOp::AllReduce, moved, moved);
+    }
+
+    void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
+        size_t esz = dtype_size(dt);
+        enter(send, recv, s);
+        std::vector<const void*> srcs(world);
+        for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
+        reduce(dt, recv, srcs.data(), recvcount, s);
+        leave(s);
+        uint64_t moved = (uint64_t)(world - 1) * recvcount * esz;
+        stats.add(CommOp::ReduceScatter, moved, moved);
+    }
+
+    void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
+        size_t bytes = sendcount * dtype_size(dt);
+        enter(send, recv, s);
+        for (int k = 0; k < world; k++) {
+            if (k == rank && send == (const char*)recv + k * bytes) continue;  // in place: mine is there
+            device_copy((char*)recv + k * bytes, shared.send[k], bytes, s);
+        }
+        leave(s);
+        uint64_t moved = (uint64_t)(world - 1) * bytes;
+        stats.add(CommOp::AllGather, moved, moved);
+    }
+
+    void broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        enter(buf, buf, s);
+        if (rank != root) device_copy(buf, shared.send[root], bytes, s);
+        leave(s);
+        // as a pipelined chain: the root sends the buffer once, every other rank receives it once
+        stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
+    }
+
+    void barrier() override { shared.barrier.wait(); }
+
+    double sum_scalar(double x) override {
+        return scalar_reduce(x, [](double a, double b) { return a + b; });
+    }
+    double max_scalar(double x) override {
+        return scalar_reduce(x, [](double a, double b) { return a > b ? a : b; });
+    }
+
+  private:
+    EmulatedWorld& shared;
+    KernelCtx ctx;
+
+    size_t chunk_begin(size_t count, int k) const { return count * k / world; }
+
+    // Publish my buffers and make my stream wait until every peer's data is ready.
+    void enter(const void* send, void* recv, Stream s) {
+        shared.send[rank] = send;
+        shared.recv[rank] = recv;
+        event_record(shared.ready[rank], s);
+        shared.barrier.wait();
+        for (int k = 0; k < world; k++)
+            if (k != rank) stream_wait(s, shared.ready[k]);
+    }
+    // Between the two phases of an all-reduce: everyone's reduced chunk is ready.
+    void middle(Stream s) {
+        event_record(shared.ready[rank], s);
+        shared.barrier.wait();
+        for (int k = 0; k < world; k++)
+            if (k != rank) stream_wait(s, shared.ready[k]);
+    }
+    // Do not return (and later overwrite my buffers) until every peer has read them.
+    void leave(Stream s) {
+        event_record(shared.done[rank], s);
+        shared.barrier.wait();
+        for (int k = 0; k < world; k++)
+            if (k != rank) stream_wait(s, shared.done[k]);
+    }
+
+    void reduce(DType dt, void* dst, const void* const* srcs, size_t n, Stream s) {
+        KernelCtx c = ctx;
+        c.stream = s;
+        switch (dt) {
+            case DType::F32: reduce_sum(c, (float*)dst, (const float* const*)srcs, world, n); break;
+            case DType::BF16: reduce_sum(c, (bf16*)dst, (const bf16* const*)srcs, world, n); break;
+            case DType::F16: reduce_sum(c, (f16*)dst, (const f16* const*)srcs, world, n); break;
+        }
+    }
+
+    double scalar_reduce(double x, double (*op)(double, double)) {
+        shared.scalar[rank] = x;
+        shared.barrier.wait();
+        double acc = shared.scalar[0];
+        for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
+        shared.barrier.wait();  // nobody overwrites its mailbox before all have read
+        stats.add(CommOp::Scalar, (uint64_t)(world - 1) * sizeof(double), (uint64_t)(world - 1) * sizeof(double));
+        return acc;
+    }
+};
+
+// Runs fn(comm) on `world` threads, one emulated rank each, and waits for all.
+// Each rank gets its own kernel context (stream); ranks must not share buffers
+// except through the collectives.
+inline void run_emulated_ranks(int world, const std::function<void(int rank, EmulatedWorld&)>& fn) {
+    EmulatedWorld shared(world);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < world; r++) threads.emplace_back([&, r] { fn(r, shared); });
+    for (auto& t : threads) t.join();
+}

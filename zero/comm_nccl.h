@@ -1,0 +1,276 @@
+// The NCCL backend: one rank per process and GPU, started by a launcher (mpirun,
+// srun, torchrun-style variables; zero/launcher.h). Only the CUDA build includes
+// this file.
+//
+// Bulk collectives are enqueued on the caller's stream and never synchronise
+// the host. They are, however, kept in issue order on the GPU across streams:
+// every collective records an event, and one issued on a different stream than
+// the previous one first waits on it. All ranks issue the same collectives in
+// the same order, and so NCCL never sees two of this communicator's operations
+// in flight in different orders on different ranks.
+//
+// Host scalars (losses, norms, overflow flags) travel as an all-gather of one
+// double per rank on an internal stream, and each rank then reduces the
+// gathered values itself in rank order: the same bits on every rank, and the
+// same bits as the emulated backend's rank-order sum. (An ncclAllReduce of one
+// double would also agree across ranks, but in NCCL's order, not rank order.)
+// That is N-1 doubles each way per rank, the count CommStats gets.
+//
+// Byte counts are those of NCCL's ring algorithms, written the way the emulated
+// backend counts them so that both backends report the same numbers.
+#pragma once
+
+#include "kernels/backend.h"
+
+#ifdef ZERO_CUDA
+
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zero/bootstrap.h"
+#include "zero/comm.h"
+#include "zero/launcher.h"
+
+// NCCL's error and its last-error detail, on one line.
+inline std::string nccl_error_text(ncclResult_t r) {
+    std::string s = ncclGetErrorString(r);
+    const char* last = ncclGetLastError(nullptr);
+    if (last && *last) s += std::string(": ") + last;
+    for (char& c : s)
+        if (c == '\n' || c == '\r') c = ' ';
+    return s;
+}
+
+#define ncclCheck(call)                                                                                     \
+    do {                                                                                                    \
+        ncclResult_t r_ = (call);                                                                           \
+        if (r_ != ncclSuccess)                                                                              \
+            fail("NCCL error at %s:%d: %s (NCCL_DEBUG=WARN tells more)", __FILE__, __LINE__,                \
+                 nccl_error_text(r_).c_str());                                                              \
+    } while (0)
+
+inline ncclDataType_t nccl_dtype(DType dt) {
+    switch (dt) {
+        case DType::F32: return ncclFloat32;
+        case DType::BF16: return ncclBfloat16;
+        case DType::F16: return ncclFloat16;
+    }
+    fail("no NCCL type for dtype %d", (int)dt);
+}
+
+class NcclComm : public Comm {
+  public:
+    // Takes ownership of `c` (finalised and destroyed with this object).
+    NcclComm(ncclComm_t c, int rank_, int world_) : Comm(rank_, world_), comm(c) {
+        internal = stream_create();
+        last_done = event_create();
+        scalars_host = (double*)host_malloc(world * sizeof(double));
+        scalars_dev = (double*)device_malloc(world * sizeof(double));
+    }
+    ~NcclComm() override {
+        // everything this rank enqueued must be done before NCCL lets go of it
+        cudaCheck(cudaDeviceSynchronize());
+        ncclCheck(ncclCommFinalize(comm));
+        ncclCheck(ncclCommDestroy(comm));
+        device_free(scalars_dev);
+        host_free(scalars_host);
+        event_destroy(last_done);
+        stream_destroy(internal);
+    }
+    NcclComm(const NcclComm&) = delete;
+    NcclComm& operator=(const NcclComm&) = delete;
+
+    const char* backend_name() const override { return "nccl"; }
+
+    void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
+        if (count > 0) {
+            ordered(s);
+            ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
+            issued(s);
+        }
+        // ring: reduce-scatter then all-gather; each direction moves the whole
+        // buffer less one chunk per phase. Counted as the emulated backend does:
+        // count + (N-2) * |this rank's chunk| = 2(N-1)/N * count for even chunks.
+        size_t chunk = count * (rank + 1) / world - count * rank / world;
+        uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
+        stats.add(CommOp::AllReduce, moved, moved);
+    }
+
+    void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
+        if (recvcount > 0) {
+            ordered(s);
+            ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
+            issued(s);
+        }
+        uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
+        stats.add(CommOp::ReduceScatter, moved, moved);
+    }
+
+    void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
+        if (sendcount > 0) {
+            ordered(s);
+            ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
+            issued(s);
+        }
+        uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
+        stats.add(CommOp::AllGather, moved, moved);
+    }
+
+    void broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        if (bytes > 0) {
+            ordered(s);
+            ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
+            issued(s);
+        }
+        // pipelined chain: the root sends the buffer once, every other rank receives it once
+        stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
+    }
+
+    // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
+    void barrier() override {
+        ordered(internal);
+        ncclCheck(ncclAllReduce(scalars_dev, scalars_dev, 1, ncclFloat64, ncclSum, comm, internal));
+        issued(internal);
+        wait(internal);
+    }
+
+    double sum_scalar(double x) override {
+        const double* v = gather_scalar(x);
+        double acc = v[0];
+        for (int k = 1; k < world; k++) acc = acc + v[k];
+        return acc;
+    }
+    double max_scalar(double x) override {
+        const double* v = gather_scalar(x);
+        double acc = v[0];
+        for (int k = 1; k < world; k++) acc = acc > v[k] ? acc : v[k];
+        return acc;
+    }
+
+  private:
+    ncclComm_t comm;
+    Stream internal;
+    Event last_done;               // recorded after the latest collective
+    Stream last_stream = nullptr;  // ... on this stream
+    bool any_issued = false;
+    double* scalars_host;  // pinned, world doubles
+    double* scalars_dev;
+
+    // Keep this communicator's collectives in issue order across streams.
+    void ordered(Stream s) {
+        if (any_issued && s != last_stream) stream_wait(s, last_done);
+    }
+    void issued(Stream s) {
+        event_record(last_done, s);
+        last_stream = s;
+        any_issued = true;
+    }
+
+    // Waits for `s`, watching for NCCL's asynchronous errors (a peer that died, a
+    // broken connection) instead of hanging in cudaStreamSynchronize forever.
+    void wait(Stream s) {
+        for (int spins = 0;; spins++) {
+            cudaError_t e = cudaStreamQuery(s);
+            if (e == cudaSuccess) return;
+            if (e != cudaErrorNotReady) cudaCheck(e);
+            ncclResult_t async = ncclSuccess;
+            ncclCheck(ncclCommGetAsyncError(comm, &async));
+            if (async != ncclSuccess && async != ncclInProgress) {
+                std::string why = nccl_error_text(async);
+                ncclCommAbort(comm);
+                fail("rank %d: NCCL failed while waiting for the other ranks: %s", rank, why.c_str());
+            }
+            if (spins < 1000) std::this_thread::yield();
+            else std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+
+    // Every rank's x, in rank order, in scalars_host.
+    const double* gather_scalar(double x) {
+        scalars_host[rank] = x;
+        ordered(internal);
+        cudaCheck(cudaMemcpyAsync(scalars_dev + rank, scalars_host + rank, sizeof(double), cudaMemcpyHostToDevice,
+                                  internal));
+        ncclCheck(ncclAllGather(scalars_dev + rank, scalars_dev, 1, ncclFloat64, comm, internal));  // in place
+        issued(internal);
+        cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
+                                  internal));
+        wait(internal);
+        uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
+        stats.add(CommOp::Scalar, moved, moved);
+        return scalars_host;
+    }
+};
+
+// Which GPU this rank drives: GPU local_rank of those it sees. A process that
+// sees exactly one GPU uses it whatever its local rank (the launcher gave each
+// rank its own GPU through CUDA_VISIBLE_DEVICES; if not, and two ranks of a host
+// land on the same one, the rendezvous says so).
+inline int select_rank_device(const LaunchEnv& env) {
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    CHECK(err == cudaSuccess, "rank %d: no usable CUDA GPU: %s", env.rank, cudaGetErrorString(err));
+    CHECK(count > 0, "rank %d: no CUDA GPU visible to this process", env.rank);
+    if (env.local_rank < count) return env.local_rank;
+    const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+    CHECK(count == 1,
+          "rank %d has local rank %d but this process sees only %d GPUs (CUDA_VISIBLE_DEVICES=%s): start at most %d "
+          "ranks per host, one per GPU; to emulate more ranks run one process with --ranks N",
+          env.rank, env.local_rank, count, visible ? visible : "<unset>", count);
+    return 0;
+}
+
+// Runs fn(comm) as rank env.rank of env.world: picks and binds the GPU, meets the
+// other ranks (zero/bootstrap.h), creates the NCCL communicator, and tears it
+// down after fn returns.
+inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>& fn) {
+    const int device = select_rank_device(env);
+    cudaCheck(cudaSetDevice(device));
+
+    BootstrapRecord mine;
+    mine.rank = env.rank;
+    mine.world = env.world;
+    char bus[64] = {};
+    cudaCheck(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
+    for (char* p = bus; *p; p++) *p = (char)tolower((unsigned char)*p);
+    mine.gpu = bus;
+    char host[256] = {};
+    CHECK(gethostname(host, sizeof(host) - 1) == 0, "rank %d: gethostname failed: %s", env.rank, strerror(errno));
+    mine.host = host;
+
+    std::vector<uint8_t> id_bytes = rendezvous(env, mine, [](const std::vector<BootstrapRecord>&) {
+        ncclUniqueId id;
+        ncclResult_t r = ncclGetUniqueId(&id);
+        // thrown, not failed: the rendezvous then gives every rank this message
+        if (r != ncclSuccess) throw std::runtime_error("rank 0: ncclGetUniqueId failed: " + nccl_error_text(r));
+        return std::vector<uint8_t>((const uint8_t*)&id, (const uint8_t*)&id + sizeof(id));
+    });
+    CHECK(id_bytes.size() == sizeof(ncclUniqueId), "rank %d: the rendezvous gave %zu bytes, not an NCCL id of %zu",
+          env.rank, id_bytes.size(), sizeof(ncclUniqueId));
+    ncclUniqueId id;
+    memcpy(&id, id_bytes.data(), sizeof(id));
+
+    ncclComm_t c = nullptr;
+    ncclCheck(ncclCommInitRank(&c, env.world, id, env.rank));
+    if (env.rank == 0) {
+        int version = 0;
+        ncclGetVersion(&version);
+        printf("NCCL %d.%d.%d: %d ranks (%s), rank 0 on GPU %s of host %s\n", version / 10000, version / 100 % 100,
+               version % 100, env.world, env.source.c_str(), bus, host);
+        fflush(stdout);
+    }
+    {
+        NcclComm comm(c, env.rank, env.world);
+        fn(comm);
+    }
+}
+
+#endif  // ZERO_CUDA

@@ -1,0 +1,113 @@
+// Small utilities shared by every part of the trainer: one-line fatal errors,
+// checked file I/O and atomic file replacement.
+//
+// Errors are user-facing: a single line on stderr that says what was wrong and
+// where, then exit code 1. No stack traces, no abort(). The emulated backend runs
+// ranks as threads; fail() ends the whole process, which is what a real
+// multi-process job does too when one rank dies.
+#pragma once
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+[[noreturn]] inline void fail(const char* fmt, ...) {
+    fflush(stdout);
+    std::va_list args;
+    va_start(args, fmt);
+    char msg[2048];
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+    fprintf(stderr, "error: %s\n", msg);
+    fflush(nullptr);
+    // _Exit rather than exit: other rank threads may still be running and must not
+    // see static destructors run underneath them.
+    std::_Exit(1);
+}
+
+#define CHECK(cond, ...)                 \
+    do {                                 \
+        if (!(cond)) fail(__VA_ARGS__);  \
+    } while (0)
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// ----------------------------------------------------------------------------
+// checked file I/O
+
+inline FILE* open_file(const std::string& path, const char* mode) {
+    FILE* f = fopen(path.c_str(), mode);
+    CHECK(f != nullptr, "cannot open %s: %s", path.c_str(), strerror(errno));
+    return f;
+}
+
+inline bool file_exists(const std::string& path) {
+    struct stat st;
+    return stat(path.c_str(), &st) == 0;
+}
+
+inline size_t file_size(FILE* f) {
+    long here = ftell(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, here, SEEK_SET);
+    return (size_t)size;
+}
+
+// Reads exactly `bytes` or fails naming the file: a short read means a truncated file.
+inline void read_exact(FILE* f, void* dst, size_t bytes, const std::string& path) {
+    size_t got = fread(dst, 1, bytes, f);
+    CHECK(got == bytes, "%s is truncated: wanted %zu more bytes, found %zu", path.c_str(), bytes, got);
+}
+
+inline void seek_to(FILE* f, size_t offset, const std::string& path) {
+    CHECK(fseeko(f, (off_t)offset, SEEK_SET) == 0, "cannot seek in %s: %s", path.c_str(), strerror(errno));
+}
+
+inline void write_exact(FILE* f, const void* src, size_t bytes, const std::string& path) {
+    size_t put = fwrite(src, 1, bytes, f);
+    CHECK(put == bytes, "cannot write %s: %s", path.c_str(), strerror(errno));
+}
+
+inline void make_dir(const std::string& path) {
+    if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+        fail("cannot create directory %s: %s", path.c_str(), strerror(errno));
+}
+
+// A file that appears under its final name only once it is complete: written to
+// `path.tmp`, flushed to disk, then renamed (rename is atomic on POSIX).
+struct AtomicFile {
+    std::string path, tmp;
+    FILE* f = nullptr;
+    explicit AtomicFile(const std::string& final_path) : path(final_path), tmp(final_path + ".tmp") {
+        f = open_file(tmp, "wb");
+    }
+    void write(const void* src, size_t bytes) { write_exact(f, src, bytes, tmp); }
+    void write_at(size_t offset, const void* src, size_t bytes) {
+        seek_to(f, offset, tmp);
+        write_exact(f, src, bytes, tmp);
+    }
+    void commit() {
+        CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, "cannot flush %s: %s", tmp.c_str(), strerror(errno));
+        fclose(f);
+        f = nullptr;
+        CHECK(rename(tmp.c_str(), path.c_str()) == 0, "cannot rename %s to %s: %s", tmp.c_str(), path.c_str(),
+              strerror(errno));
+    }
+    ~AtomicFile() {
+        if (f) {  // never committed: leave nothing half-written behind
+            fclose(f);
+            unlink(tmp.c_str());
+        }
+    }
+};

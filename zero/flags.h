@@ -1,0 +1,181 @@
+// Command-line flags, in llm.c's spirit (single letters for the common ones),
+// with long names for the rest. One table drives parsing and --help.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "zero/common.h"
+
+struct TrainOptions {
+    // data and model
+    std::string train_pattern = "data/mobydick/mobydick_train*.bin";
+    std::string val_pattern = "data/mobydick/mobydick_val*.bin";
+    std::string tokenizer_path = "data/gpt2_tokenizer.bin";
+    std::string model = "d12";  // descriptor, shape, or llm.c model file
+    std::string output_dir;     // logs and checkpoints; empty = none
+    // batch
+    int micro_batch = 4;      // -b: sequences per rank per micro-step
+    int seq_len = 1024;       // -t
+    long total_batch = -1;    // -d: tokens per optimizer step (-1: one micro-step on every rank)
+    // optimisation
+    float learning_rate = 3e-4f;
+    int warmup_steps = 0;
+    float final_lr_frac = 1.0f;
+    float weight_decay = 0.0f;
+    float grad_clip = 1.0f;
+    int max_steps = -1;  // -1: one epoch
+    int shuffle = 0;
+    unsigned long long seed = 1337;
+    // evaluation, sampling, checkpoints
+    int val_every = 20;
+    int val_max_batches = 20;
+    int sample_every = 20;
+    int gen_tokens = 64;
+    int checkpoint_every = 0;  // 0: only at the end (when -o is given)
+    int resume = 0;
+    // ZeRO and memory
+    int zero_stage = 1;
+    int ranks = 1;  // emulated ranks in this process
+    std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
+    int recompute = 0;
+    int mem_report = 0;
+    int estimate = 0;
+    std::string consolidate;  // checkpoint to turn into one model file, then exit
+    // fp16 dynamic loss scaling (DeepSpeed's names and semantics)
+    float loss_scale = 0.0f;  // > 0: static scale
+    int initial_scale_power = 16;
+    int loss_scale_window = 1000;
+    int hysteresis = 2;
+    float min_loss_scale = 1.0f;
+};
+
+// One flag: its names, help, and the TrainOptions member it sets (exactly one
+// of the member pointers is non-null).
+struct FlagSpec {
+    const char* short_name;  // e.g. "-b", or nullptr
+    const char* long_name;   // e.g. "--micro_batch"
+    const char* help;
+    int TrainOptions::*i = nullptr;
+    long TrainOptions::*l = nullptr;
+    unsigned long long TrainOptions::*u = nullptr;
+    float TrainOptions::*f = nullptr;
+    std::string TrainOptions::*s = nullptr;
+};
+inline FlagSpec flag(const char* s, const char* l, int TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.i = m; return f; }
+inline FlagSpec flag(const char* s, const char* l, long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.l = m; return f; }
+inline FlagSpec flag(const char* s, const char* l, unsigned long long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.u = m; return f; }
+inline FlagSpec flag(const char* s, const char* l, float TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.f = m; return f; }
+inline FlagSpec flag(const char* s, const char* l, std::string TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.s = m; return f; }
+
+inline const std::vector<FlagSpec>& flag_specs() {
+    using O = TrainOptions;
+    static const std::vector<FlagSpec> specs = {
+        flag("-i", "--train", &O::train_pattern, "training data: glob of llm.c token shards"),
+        flag("-j", "--val", &O::val_pattern, "validation data: glob of llm.c token shards"),
+        flag("-e", "--model", &O::model,
+             "model: d12|d24|d36|d48, a shape L=2,H=4,C=64,V=512,T=64, or an llm.c model file to start from"),
+        flag("-o", "--output", &O::output_dir, "output directory for main.log, reports and checkpoints"),
+        flag("-b", "--micro_batch", &O::micro_batch, "micro-batch size: sequences per rank per micro-step"),
+        flag("-t", "--seq_len", &O::seq_len, "sequence length"),
+        flag("-d", "--total_batch", &O::total_batch,
+             "tokens per optimizer step; a multiple of B*T*ranks, the ratio being gradient accumulation (-1: B*T*ranks)"),
+        flag("-l", "--lr", &O::learning_rate, "peak learning rate"),
+        flag("-u", "--warmup", &O::warmup_steps, "linear warmup steps"),
+        flag("-q", "--final_lr_frac", &O::final_lr_frac, "cosine decay ends at this fraction of the peak"),
+        flag("-c", "--weight_decay", &O::weight_decay, "AdamW decoupled weight decay (matrices, embeddings)"),
+        flag(nullptr, "--grad_clip", &O::grad_clip, "clip the global gradient norm to this (0: off)"),
+        flag("-x", "--steps", &O::max_steps, "optimizer steps (-1: one epoch of the training data)"),
+        flag("-f", "--shuffle", &O::shuffle, "1: shuffle shards and batches every epoch"),
+        flag(nullptr, "--seed", &O::seed, "seed of initialisation, shuffling, rounding and sampling"),
+        flag("-v", "--val_every", &O::val_every, "validation loss every this many steps (0: never)"),
+        flag("-m", "--val_batches", &O::val_max_batches, "validation batches per evaluation"),
+        flag("-s", "--sample_every", &O::sample_every, "print a generated sample every this many steps (0: never)"),
+        flag("-g", "--gen_tokens", &O::gen_tokens, "tokens per sample"),
+        flag("-n", "--checkpoint_every", &O::checkpoint_every,
+             "checkpoint every this many steps (0: at the end only); needs -o"),
+        flag("-y", "--resume", &O::resume, "1: resume from the latest complete checkpoint in -o"),
+        flag("-z", "--zero_stage", &O::zero_stage, "ZeRO stage 0 (DDP), 1, 2 or 3"),
+        flag(nullptr, "--ranks", &O::ranks, "emulate this many ranks in this process (threads)"),
+        flag("-p", "--precision", &O::precision,
+             "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
+        flag("-r", "--recompute", &O::recompute,
+             "activation recomputation: 0 none, 1 GELU, 2 whole block from its input"),
+        flag(nullptr, "--mem_report", &O::mem_report,
+             "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
+        flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory and exit"),
+        flag(nullptr, "--consolidate", &O::consolidate,
+             "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
+        flag(nullptr, "--tokenizer", &O::tokenizer_path, "llm.c gpt2_tokenizer.bin, to print samples as text"),
+        flag(nullptr, "--loss_scale", &O::loss_scale, "fp16: static loss scale (0: dynamic)"),
+        flag(nullptr, "--initial_scale_power", &O::initial_scale_power, "fp16: dynamic scale starts at 2^this"),
+        flag(nullptr, "--loss_scale_window", &O::loss_scale_window, "fp16: clean steps before doubling"),
+        flag(nullptr, "--hysteresis", &O::hysteresis, "fp16: overflows tolerated before halving"),
+        flag(nullptr, "--min_loss_scale", &O::min_loss_scale, "fp16: floor of the dynamic scale"),
+    };
+    return specs;
+}
+
+inline void print_usage(const char* prog) {
+    TrainOptions defaults;
+    printf("usage: %s [flags]\n\n", prog);
+    for (const FlagSpec& f : flag_specs()) {
+        char names[64];
+        snprintf(names, sizeof(names), "%s%s%s", f.short_name ? f.short_name : "", f.short_name ? ", " : "    ",
+                 f.long_name);
+        char def[128];
+        if (f.i) snprintf(def, sizeof(def), "%d", defaults.*f.i);
+        else if (f.l) snprintf(def, sizeof(def), "%ld", defaults.*f.l);
+        else if (f.u) snprintf(def, sizeof(def), "%llu", defaults.*f.u);
+        else if (f.f) snprintf(def, sizeof(def), "%g", defaults.*f.f);
+        else snprintf(def, sizeof(def), "%s", (defaults.*f.s).c_str());
+        printf("  %-26s %s%s%s%s\n", names, f.help, def[0] ? " [" : "", def, def[0] ? "]" : "");
+    }
+    printf("\n  -h, --help                 this list\n");
+}
+
+// Parses argv into opts. Unknown flags and malformed values are one-line errors.
+inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        if (arg == "-h" || arg == "--help") return false;
+        std::string value;
+        size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {  // --flag=value
+            value = arg.substr(eq + 1);
+            arg = arg.substr(0, eq);
+        } else {
+            CHECK(i + 1 < argc, "flag %s needs a value (see --help)", arg.c_str());
+            value = argv[++i];
+        }
+        const FlagSpec* spec = nullptr;
+        for (const FlagSpec& f : flag_specs())
+            if ((f.short_name && arg == f.short_name) || arg == f.long_name) spec = &f;
+        CHECK(spec, "unknown flag %s (see --help)", arg.c_str());
+        char* end = nullptr;
+        errno = 0;
+        if (spec->i || spec->l) {
+            long v = strtol(value.c_str(), &end, 10);
+            CHECK(*end == '\0' && !value.empty() && errno == 0 && (spec->l || (v >= -2147483647L && v <= 2147483647L)),
+                  "flag %s wants an integer, got '%s'", arg.c_str(), value.c_str());
+            if (spec->i) opts.*spec->i = (int)v;
+            else opts.*spec->l = v;
+        } else if (spec->u) {
+            unsigned long long v = strtoull(value.c_str(), &end, 10);
+            CHECK(*end == '\0' && !value.empty() && errno == 0 && value[0] != '-',
+                  "flag %s wants a non-negative integer, got '%s'", arg.c_str(), value.c_str());
+            opts.*spec->u = v;
+        } else if (spec->f) {
+            float v = strtof(value.c_str(), &end);
+            CHECK(*end == '\0' && !value.empty() && errno == 0, "flag %s wants a number, got '%s'", arg.c_str(),
+                  value.c_str());
+            opts.*spec->f = v;
+        } else {
+            opts.*spec->s = value;
+        }
+    }
+    return true;
+}

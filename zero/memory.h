@@ -1,0 +1,129 @@
+// The accounting allocator: every buffer of a rank comes from here, tagged with
+// its kind and arena, so per-rank memory can be reported exactly (the homework's
+// "memory after forward / backward / step") and checked against the predictor.
+//
+// Everything is allocated once at start-up (no allocation inside a step). Two
+// numbers per kind:
+//   reserved — bytes allocated, constant after start-up (what must fit);
+//   live     — bytes of buffers currently holding something needed later, the
+//              analogue of torch.cuda.memory_allocated(): activations are live
+//              from forward until backward has consumed them, a stage-3 gathered
+//              unit only while it is in use, gradients from backward until the
+//              optimizer step.
+#pragma once
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/backend.h"
+
+enum class MemKind : int { Params, Grads, Optimizer, Activations, Scratch, Comm, COUNT };
+enum class Arena : int { Device, Host, COUNT };
+constexpr int NUM_MEM_KINDS = (int)MemKind::COUNT;
+constexpr int NUM_ARENAS = (int)Arena::COUNT;
+
+inline const char* mem_kind_name(MemKind k) {
+    static const char* names[] = {"params", "grads", "optimizer", "activations", "scratch", "comm"};
+    return names[(int)k];
+}
+inline const char* arena_name(Arena a) { return a == Arena::Device ? "device" : "host"; }
+
+struct MemCounts {
+    size_t bytes[NUM_ARENAS][NUM_MEM_KINDS] = {};
+    size_t total(Arena a) const {
+        size_t t = 0;
+        for (int k = 0; k < NUM_MEM_KINDS; k++) t += bytes[(int)a][k];
+        return t;
+    }
+    size_t& at(Arena a, MemKind k) { return bytes[(int)a][(int)k]; }
+    size_t get(Arena a, MemKind k) const { return bytes[(int)a][(int)k]; }
+};
+
+class MemoryAccountant {
+  public:
+    struct Block {
+        void* ptr;
+        size_t bytes;
+        MemKind kind;
+        Arena arena;
+        std::string name;
+        bool live;
+    };
+
+    explicit MemoryAccountant(int rank_) : rank(rank_) {}
+    MemoryAccountant(const MemoryAccountant&) = delete;
+    MemoryAccountant& operator=(const MemoryAccountant&) = delete;
+    ~MemoryAccountant() { release_all(); }
+
+    const int rank;
+
+    // Zero-filled (padding must read as zero). `live` says whether the buffer
+    // counts as live from the start (parameters and optimizer state do).
+    void* allocate(size_t bytes, MemKind kind, Arena arena, const std::string& name, bool live) {
+        if (bytes == 0) return nullptr;
+        void* p = arena == Arena::Device ? device_malloc(bytes) : host_malloc(bytes);
+        if (arena == Arena::Device) {
+            device_zero(p, bytes, Stream{});
+#ifdef ZERO_CUDA
+            cudaCheck(cudaDeviceSynchronize());  // start-up only
+#endif
+        } else {
+            memset(p, 0, bytes);
+        }
+        index[p] = blocks.size();
+        blocks.push_back({p, bytes, kind, arena, name, live});
+        reserved.at(arena, kind) += bytes;
+        if (live) add_live(arena, kind, bytes);
+        return p;
+    }
+
+    template <typename T>
+    T* allocate_array(size_t count, MemKind kind, Arena arena, const std::string& name, bool live) {
+        return (T*)allocate(count * sizeof(T), kind, arena, name, live);
+    }
+
+    // Marks a buffer (by its base pointer) as holding data needed later, or not.
+    void set_live(const void* p, bool is_live) {
+        if (p == nullptr) return;
+        auto it = index.find((void*)p);
+        CHECK(it != index.end(), "internal: set_live on a pointer the accountant did not allocate");
+        Block& b = blocks[it->second];
+        if (b.live == is_live) return;
+        b.live = is_live;
+        if (is_live) add_live(b.arena, b.kind, b.bytes);
+        else live.at(b.arena, b.kind) -= b.bytes;
+    }
+
+    const MemCounts& reserved_bytes() const { return reserved; }
+    const MemCounts& live_bytes() const { return live; }
+    size_t peak_live(Arena a) const { return peak[(int)a]; }
+    void reset_peak() {
+        for (int a = 0; a < NUM_ARENAS; a++) peak[a] = live.total((Arena)a);
+    }
+    const std::vector<Block>& all_blocks() const { return blocks; }
+
+    void release_all() {
+        for (Block& b : blocks) {
+            if (b.arena == Arena::Device) device_free(b.ptr);
+            else host_free(b.ptr);
+        }
+        blocks.clear();
+        index.clear();
+        reserved = MemCounts{};
+        live = MemCounts{};
+    }
+
+  private:
+    void add_live(Arena a, MemKind k, size_t bytes) {
+        live.at(a, k) += bytes;
+        peak[(int)a] = std::max(peak[(int)a], live.total(a));
+    }
+
+    std::vector<Block> blocks;
+    std::unordered_map<void*, size_t> index;
+    MemCounts reserved, live;
+    size_t peak[NUM_ARENAS] = {};
+};

@@ -1,0 +1,172 @@
+// Where every GPT-2 parameter tensor lives. This is the only file that knows
+// the model's tensors, their shapes and their order; everything else asks it.
+//
+// Two orders over the same tensors:
+//   * unit-major (our flat buffer): unit 0 = {wte, wpe}; unit 1+l = layer l's
+//     twelve tensors; unit L+1 = {lnfw, lnfb}. The LM head is tied to wte.
+//   * tensor-major (llm.c's model files): all wte, all wpe, then each per-layer
+//     tensor for every layer in turn (ln1w of layers 0..L-1, ln1b of ...), then
+//     lnfw, lnfb. Loading or saving a file is a permutation between the two.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "zero/gpt2_config.h"
+#include "zero/shard_plan.h"
+
+enum ParamTensor : int {
+    WTE, WPE,                                         // unit 0
+    LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB,       // units 1..L
+    LN2W, LN2B, FCW, FCB, FCPROJW, FCPROJB,
+    LNFW, LNFB,                                       // unit L+1
+    NUM_PARAM_TENSORS
+};
+constexpr int FIRST_LAYER_TENSOR = LN1W, LAST_LAYER_TENSOR = FCPROJB;
+constexpr int TENSORS_PER_LAYER = LAST_LAYER_TENSOR - FIRST_LAYER_TENSOR + 1;
+
+inline const char* param_tensor_name(int t) {
+    static const char* names[NUM_PARAM_TENSORS] = {"wte",  "wpe",  "ln1w", "ln1b",     "qkvw", "qkvb",
+                                                    "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
+                                                    "fcprojw",  "fcprojb",  "lnfw", "lnfb"};
+    return names[t];
+}
+
+inline bool is_layer_tensor(int t) { return t >= FIRST_LAYER_TENSOR && t <= LAST_LAYER_TENSOR; }
+
+// Decoupled weight decay applies to matrices and embeddings, not to biases or
+// layernorm gains.
+inline bool tensor_has_weight_decay(int t) {
+    return t == WTE || t == WPE || t == QKVW || t == ATTPROJW || t == FCW || t == FCPROJW;
+}
+
+// Tensors start at multiples of this many elements inside their unit, so that
+// vectorised kernels see aligned pointers whatever the channel count.
+constexpr size_t TENSOR_ALIGN = 16;
+
+struct ParamLayout {
+    GPT2Config cfg;
+
+    explicit ParamLayout(const GPT2Config& c) : cfg(c) {}
+
+    int num_layers() const { return cfg.num_layers; }
+    int num_units() const { return cfg.num_layers + 2; }
+    int embed_unit() const { return 0; }
+    int layer_unit(int l) const { return 1 + l; }
+    int final_unit() const { return cfg.num_layers + 1; }
+
+    // elements of one copy of tensor t
+    size_t numel(int t) const {
+        size_t C = cfg.channels, Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len;
+        switch (t) {
+            case WTE: return Vp * C;
+            case WPE: return maxT * C;
+            case LN1W: case LN1B: case ATTPROJB: case LN2W: case LN2B: case FCPROJB: case LNFW: case LNFB: return C;
+            case QKVW: return 3 * C * C;
+            case QKVB: return 3 * C;
+            case ATTPROJW: return C * C;
+            case FCW: return 4 * C * C;
+            case FCB: return 4 * C;
+            case FCPROJW: return C * 4 * C;
+        }
+        return 0;
+    }
+    // copies of tensor t in the model (L for per-layer tensors)
+    int copies(int t) const { return is_layer_tensor(t) ? cfg.num_layers : 1; }
+
+    // the tensors of a unit kind, in unit order
+    static int first_tensor_of_unit_kind(int kind) { return kind == 0 ? WTE : kind == 1 ? FIRST_LAYER_TENSOR : LNFW; }
+    static int last_tensor_of_unit_kind(int kind) { return kind == 0 ? WPE : kind == 1 ? LAST_LAYER_TENSOR : LNFB; }
+    int unit_kind(int u) const { return u == embed_unit() ? 0 : u == final_unit() ? 2 : 1; }
+
+    // where tensor t starts inside its unit (same for every layer)
+    size_t offset_in_unit(int t) const {
+        int kind = t <= WPE ? 0 : is_layer_tensor(t) ? 1 : 2;
+        size_t off = 0;
+        for (int s = first_tensor_of_unit_kind(kind); s < t; s++) off += round_up(numel(s), TENSOR_ALIGN);
+        return off;
+    }
+
+    UnitSpec unit_spec(int u) const {
+        int kind = unit_kind(u);
+        int layer = kind == 1 ? u - 1 : 0;
+        UnitSpec spec;
+        spec.name = kind == 0 ? "embeddings" : kind == 2 ? "final_layernorm" : "layer" + std::to_string(layer);
+        int last = last_tensor_of_unit_kind(kind);
+        for (int t = first_tensor_of_unit_kind(kind); t <= last; t++)
+            spec.tensors.push_back({t, layer, offset_in_unit(t), numel(t)});
+        spec.numel = offset_in_unit(last) + numel(last);
+        return spec;
+    }
+    std::vector<UnitSpec> unit_specs() const {
+        std::vector<UnitSpec> specs;
+        for (int u = 0; u < num_units(); u++) specs.push_back(unit_spec(u));
+        return specs;
+    }
+    int unit_of_tensor(int t, int layer) const {
+        return t <= WPE ? embed_unit() : is_layer_tensor(t) ? layer_unit(layer) : final_unit();
+    }
+
+    // --- llm.c's tensor-major file order ---------------------------------
+    size_t file_offset(int t, int layer) const {
+        size_t off = 0;
+        for (int s = 0; s < t; s++) off += numel(s) * copies(s);
+        return off + (size_t)layer * numel(t);
+    }
+    size_t file_numel() const { return file_offset(NUM_PARAM_TENSORS - 1, 0) + numel(NUM_PARAM_TENSORS - 1); }
+
+    // the number of trainable parameters (padded vocabulary rows included, as llm.c counts)
+    size_t num_parameters() const { return file_numel(); }
+
+    // --- GPT-2 initialisation --------------------------------------------
+    // std of the normal init of tensor t, or 0 for the constant ones (gains 1,
+    // biases 0). Residual projections are scaled by 1/sqrt(2L) as in GPT-2.
+    float init_std(int t) const {
+        switch (t) {
+            case WTE: case WPE: case QKVW: case FCW: return 0.02f;
+            case ATTPROJW: case FCPROJW: return 0.02f / sqrtf(2.0f * cfg.num_layers);
+            default: return 0.0f;
+        }
+    }
+    float init_constant(int t) const { return (t == LN1W || t == LN2W || t == LNFW) ? 1.0f : 0.0f; }
+    // rows >= V of the padded wte are zero forever: no token selects them and the
+    // loss ignores their logits, so only weight decay ever touches them
+    size_t init_real_numel(int t) const {
+        return t == WTE ? (size_t)cfg.vocab_size * cfg.channels : numel(t);
+    }
+};
+
+// --- typed views of one unit's tensors --------------------------------------
+// The model code receives a unit's base pointer (full, gathered parameters or
+// gradients) and reads its tensors through these; no offsets anywhere else.
+
+template <typename T> struct EmbedTensors {
+    T* wte;  // (Vp, C)
+    T* wpe;  // (maxT, C)
+};
+template <typename T> struct LayerTensors {
+    T* ln1w; T* ln1b;          // (C)
+    T* qkvw; T* qkvb;          // (3C, C), (3C)
+    T* attprojw; T* attprojb;  // (C, C), (C)
+    T* ln2w; T* ln2b;          // (C)
+    T* fcw; T* fcb;            // (4C, C), (4C)
+    T* fcprojw; T* fcprojb;    // (C, 4C), (C)
+};
+template <typename T> struct FinalTensors {
+    T* lnfw; T* lnfb;  // (C)
+};
+
+template <typename T> EmbedTensors<T> embed_tensors(const ParamLayout& p, T* base) {
+    return {base + p.offset_in_unit(WTE), base + p.offset_in_unit(WPE)};
+}
+template <typename T> LayerTensors<T> layer_tensors(const ParamLayout& p, T* base) {
+    LayerTensors<T> v;
+    T** out[TENSORS_PER_LAYER] = {&v.ln1w, &v.ln1b, &v.qkvw,  &v.qkvb,  &v.attprojw, &v.attprojb,
+                                  &v.ln2w, &v.ln2b, &v.fcw,   &v.fcb,   &v.fcprojw,  &v.fcprojb};
+    for (int i = 0; i < TENSORS_PER_LAYER; i++) *out[i] = base + p.offset_in_unit(FIRST_LAYER_TENSOR + i);
+    return v;
+}
+template <typename T> FinalTensors<T> final_tensors(const ParamLayout& p, T* base) {
+    return {base + p.offset_in_unit(LNFW), base + p.offset_in_unit(LNFB)};
+}

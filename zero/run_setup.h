@@ -1,0 +1,130 @@
+// Turns the flags into a checked run description before anything is allocated:
+// model shape, compute dtype, world size, gradient accumulation. Every
+// impossible combination is a one-line error here, not a crash later.
+#pragma once
+
+#include <string>
+
+#include "zero/common.h"
+#include "zero/dtype.h"
+#include "zero/flags.h"
+#include "zero/gpt2_config.h"
+#include "zero/launcher.h"
+#include "zero/loss_scaler.h"
+#include "zero/memory_predictor.h"
+#include "zero/model_file.h"
+#include "zero/param_layout.h"
+#include "zero/shard_plan.h"
+#include "kernels/kernels.h"
+
+struct RunSetup {
+    GPT2Config cfg;
+    std::string model_file;  // empty: initialise from the seed
+    DType dtype = DType::F32;
+    int world = 1;              // ranks in the job
+    int ranks_per_process = 1;  // emulated ranks share this process's cores
+    int micro_steps = 1;        // gradient accumulation
+    LaunchEnv launch;
+
+    MemoryQuery memory_query(const TrainOptions& o) const {
+        MemoryQuery q;
+        q.cfg = cfg;
+        q.stage = o.zero_stage;
+        q.world = world;
+        q.dtype_bytes = dtype_size(dtype);
+        q.micro_batch = o.micro_batch;
+        q.seq_len = o.seq_len;
+        q.recompute = o.recompute;
+        q.micro_steps = micro_steps;
+        q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg);
+        return q;
+    }
+    LossScalerConfig scaler_config(const TrainOptions& o) const {
+        LossScalerConfig c;
+        c.static_scale = o.loss_scale;
+        c.initial_scale_power = o.initial_scale_power;
+        c.window = o.loss_scale_window;
+        c.hysteresis = o.hysteresis;
+        c.min_scale = o.min_loss_scale;
+        return c;
+    }
+};
+
+inline DType parse_precision(const std::string& p) {
+#ifdef ZERO_CUDA
+    if (p.empty()) return DType::BF16;
+#else
+    if (p.empty()) return DType::F32;
+#endif
+    if (p == "fp32") return DType::F32;
+    if (p == "bf16") return DType::BF16;
+    if (p == "fp16") return DType::F16;
+    fail("--precision must be fp32, bf16 or fp16 (got '%s')", p.c_str());
+}
+
+inline RunSetup make_run_setup(const TrainOptions& o) {
+    RunSetup r;
+    // the model: a descriptor or shape, or a file to start from
+    if (file_exists(o.model)) {
+        ModelFile mf(o.model);
+        r.cfg = mf.cfg;
+        r.model_file = o.model;
+    } else {
+        CHECK(o.model.find('/') == std::string::npos && o.model.find(".bin") == std::string::npos,
+              "model file %s does not exist", o.model.c_str());
+        r.cfg = gpt2_config_from_descriptor(o.model);
+    }
+    r.dtype = parse_precision(o.precision);
+
+    // the world
+    r.launch = detect_launch_env();
+    CHECK(o.ranks >= 1 && o.ranks <= 4096, "--ranks must be between 1 and 4096 (got %d)", o.ranks);
+    if (r.launch.world > 1) {
+#ifndef ZERO_CUDA
+        fail("launched as %d processes (%s), but the CPU build runs ranks only as threads: use --ranks N",
+             r.launch.world, r.launch.source.c_str());
+#endif
+        CHECK(o.ranks == 1, "--ranks emulates ranks inside one process; under a launcher (%s) every process is "
+              "already one rank", r.launch.source.c_str());
+        r.world = r.launch.world;
+    } else {
+        r.world = o.ranks;
+        r.ranks_per_process = o.ranks;
+    }
+
+    // shapes and batch
+    CHECK(o.micro_batch >= 1, "-b (micro-batch) must be at least 1 (got %d)", o.micro_batch);
+    CHECK(o.seq_len >= 1 && o.seq_len <= r.cfg.max_seq_len, "-t (sequence length) must be in 1..%d for this model (got %d)",
+          r.cfg.max_seq_len, o.seq_len);
+    long per_micro = (long)o.micro_batch * o.seq_len * r.world;
+    long total = o.total_batch < 0 ? per_micro : o.total_batch;
+    CHECK(total > 0 && total % per_micro == 0,
+          "-d (total batch, %ld tokens) must be a positive multiple of B*T*ranks = %d*%d*%d = %ld", total,
+          o.micro_batch, o.seq_len, r.world, per_micro);
+    r.micro_steps = (int)(total / per_micro);
+
+    // ZeRO
+    CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "-z (ZeRO stage) must be 0, 1, 2 or 3 (got %d)", o.zero_stage);
+    CHECK(o.recompute >= 0 && o.recompute <= 2, "-r (recompute) must be 0, 1 or 2 (got %d)", o.recompute);
+    ParamLayout layout(r.cfg);
+    std::string err = ShardPlan(layout.unit_specs(), r.world, SHARD_ALIGN).validate();
+    CHECK(err.empty(), "%s", err.c_str());
+
+    // optimisation
+    CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
+          "learning rate schedule: -l >= 0, -u >= 0 and 0 <= -q <= 1 please");
+    CHECK(o.weight_decay >= 0.0f && o.grad_clip >= 0.0f, "weight decay and gradient clip must be >= 0");
+    CHECK(o.max_steps == -1 || o.max_steps >= 1, "-x (steps) must be -1 (one epoch) or at least 1 (got %d)",
+          o.max_steps);
+    CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= 0 && o.gen_tokens >= 0 &&
+              o.val_max_batches >= 1,
+          "-v, -s, -n and -g must be >= 0, -m >= 1");
+    CHECK(!o.resume || !o.output_dir.empty(), "-y 1 (resume) needs -o, the directory holding the checkpoints");
+    CHECK(o.checkpoint_every == 0 || !o.output_dir.empty(), "-n (checkpoint every) needs -o");
+    if (r.dtype == DType::F16)
+        CHECK(o.loss_scale >= 0.0f && o.initial_scale_power >= 0 && o.initial_scale_power <= 60 &&
+                  o.loss_scale_window >= 1 && o.hysteresis >= 1 && o.min_loss_scale > 0.0f,
+              "fp16 loss scaling: --loss_scale >= 0, 0 <= --initial_scale_power <= 60, --loss_scale_window >= 1, "
+              "--hysteresis >= 1, --min_loss_scale > 0");
+    return r;
+}

@@ -1,0 +1,163 @@
+// The shard plan: all of ZeRO's bookkeeping as offset arithmetic over one flat
+// parameter buffer. Pure and host-only; it knows nothing about GPT-2 (the units
+// and their tensors come from zero/param_layout.h) and nothing about devices.
+//
+// The flat buffer is a sequence of units. Unit u holds `numel(u)` real elements
+// and is padded to P(u), a multiple of nranks * align, so that it cuts into
+// nranks equal slices of P(u)/nranks elements, each a multiple of `align`:
+//
+//     full offset of unit u        F(u) = sum_{v<u} P(v)
+//     rank r's slice of unit u          = [F(u) + r*P(u)/N, F(u) + (r+1)*P(u)/N)
+//     shard offset of unit u       S(u) = sum_{v<u} P(v)/N
+//
+// A rank's shard is the concatenation of its slices, so slice (u, r) lives at
+// [S(u), S(u) + P(u)/N) of rank r's shard. A unit's all-gather moves every rank's
+// slice (contiguous in its shard) into [F(u), F(u)+P(u)) with ranks in order —
+// exactly NCCL's all-gather layout; reduce-scatter is the reverse.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+// Slices are multiples of this many elements (64 bytes of fp32), so every
+// rank's part of every unit starts aligned for vector loads. Checkpoints record
+// slices under this alignment.
+constexpr size_t SHARD_ALIGN = 16;
+
+// One tensor inside a unit, as the model describes it.
+struct TensorSpec {
+    int id;                 // the model's tensor identifier (opaque here)
+    int layer;              // which copy of the tensor (e.g. transformer layer); opaque here
+    size_t offset_in_unit;  // first element, relative to the unit's start
+    size_t numel;
+};
+
+struct UnitSpec {
+    std::string name;
+    size_t numel;                      // real elements, including any alignment gaps between tensors
+    std::vector<TensorSpec> tensors;   // sorted by offset, non-overlapping, inside [0, numel)
+};
+
+// The part of one tensor that falls in one rank's slice: where it is in the full
+// buffer, in the unit, and in the rank's shard. The optimizer walks these.
+struct ShardPiece {
+    int unit;
+    int tensor_id, layer;
+    size_t full_offset;   // in the full flat buffer
+    size_t shard_offset;  // in the owning rank's shard
+    size_t numel;
+};
+
+struct ShardPlan {
+    int nranks = 1;
+    size_t align = 1;  // elements; every slice is a multiple of this
+    std::vector<UnitSpec> units;
+    std::vector<size_t> padded;        // P(u)
+    std::vector<size_t> full_offset;   // F(u)
+    std::vector<size_t> shard_offset;  // S(u)
+    size_t full_numel = 0;             // sum P(u): the full buffer
+    size_t shard_numel = 0;            // sum P(u)/N: one rank's shard
+    size_t real_numel = 0;             // sum numel(u): the model's parameters (Psi)
+
+    ShardPlan() = default;
+    ShardPlan(std::vector<UnitSpec> unit_specs, int world, size_t align_elems)
+        : nranks(world), align(align_elems), units(std::move(unit_specs)) {
+        size_t full = 0, shard = 0;
+        for (const UnitSpec& u : units) {
+            size_t p = round_to(u.numel == 0 ? 1 : u.numel, (size_t)nranks * align);
+            padded.push_back(p);
+            full_offset.push_back(full);
+            shard_offset.push_back(shard);
+            full += p;
+            shard += p / nranks;
+            real_numel += u.numel;
+        }
+        full_numel = full;
+        shard_numel = shard;
+    }
+
+    int num_units() const { return (int)units.size(); }
+    size_t slice_numel(int u) const { return padded[u] / nranks; }
+    size_t padding_numel() const { return full_numel - real_numel; }
+
+    // rank r's slice of unit u, in the full buffer
+    size_t slice_full_offset(int u, int r) const { return full_offset[u] + (size_t)r * slice_numel(u); }
+
+    // how many real (non-padding) elements rank r's slice of unit u holds
+    size_t slice_real_numel(int u, int r) const {
+        size_t begin = (size_t)r * slice_numel(u), end = begin + slice_numel(u);
+        size_t n = units[u].numel;
+        return begin >= n ? 0 : std::min(end, n) - begin;
+    }
+
+    // Full-buffer offset -> (owning rank, offset in that rank's shard).
+    int owner_of(size_t full_off) const {
+        int u = unit_of(full_off);
+        return (int)((full_off - full_offset[u]) / slice_numel(u));
+    }
+    size_t full_to_shard(size_t full_off) const {
+        int u = unit_of(full_off);
+        size_t in_unit = full_off - full_offset[u];
+        return shard_offset[u] + in_unit % slice_numel(u);
+    }
+    size_t shard_to_full(int r, size_t shard_off) const {
+        int u = unit_of_shard(shard_off);
+        return slice_full_offset(u, r) + (shard_off - shard_offset[u]);
+    }
+    int unit_of(size_t full_off) const {
+        return (int)(std::upper_bound(full_offset.begin(), full_offset.end(), full_off) - full_offset.begin()) - 1;
+    }
+    int unit_of_shard(size_t shard_off) const {
+        return (int)(std::upper_bound(shard_offset.begin(), shard_offset.end(), shard_off) - shard_offset.begin()) - 1;
+    }
+    size_t largest_unit() const { return *std::max_element(padded.begin(), padded.end()); }
+    size_t largest_slice() const {
+        size_t m = 0;
+        for (int u = 0; u < num_units(); u++) m = std::max(m, slice_numel(u));
+        return m;
+    }
+
+    // The pieces of every tensor that rank r owns, in shard order. Padding is in
+    // no piece, so it is never updated and stays zero.
+    std::vector<ShardPiece> pieces_of_rank(int r) const {
+        std::vector<ShardPiece> out;
+        for (int u = 0; u < num_units(); u++) {
+            size_t begin = (size_t)r * slice_numel(u), end = begin + slice_numel(u);
+            for (const TensorSpec& t : units[u].tensors) {
+                size_t lo = std::max(begin, t.offset_in_unit), hi = std::min(end, t.offset_in_unit + t.numel);
+                if (lo >= hi) continue;
+                out.push_back({u, t.id, t.layer, full_offset[u] + lo, shard_offset[u] + (lo - begin), hi - lo});
+            }
+        }
+        return out;
+    }
+
+    // Every tensor's whole extent in the full buffer (what stage 0 updates: a DDP
+    // rank owns everything). shard_offset equals full_offset here.
+    std::vector<ShardPiece> pieces_full() const {
+        std::vector<ShardPiece> out;
+        for (int u = 0; u < num_units(); u++)
+            for (const TensorSpec& t : units[u].tensors) {
+                size_t off = full_offset[u] + t.offset_in_unit;
+                out.push_back({u, t.id, t.layer, off, off, t.numel});
+            }
+        return out;
+    }
+
+    // Empty when the world size fits the plan; otherwise a one-line explanation.
+    // A world larger than some unit's element count cannot give every rank a part
+    // of that unit however it is cut, so it is refused. (Alignment alone may leave
+    // a rank's slice of a small unit all padding; that is harmless.)
+    std::string validate() const {
+        for (int u = 0; u < num_units(); u++)
+            if ((size_t)nranks > units[u].numel)
+                return "world size " + std::to_string(nranks) + " is larger than unit '" + units[u].name + "' (" +
+                       std::to_string(units[u].numel) + " elements): some rank would own none of it";
+        return "";
+    }
+
+  private:
+    static size_t round_to(size_t a, size_t b) { return (a + b - 1) / b * b; }
+};

@@ -1,0 +1,442 @@
+// The ZeRO engine of one rank: which parameter, gradient and optimizer bytes it
+// keeps, and which collective moves which range when. The model calls four
+// hooks around each unit (acquire/release its parameters, acquire/finish its
+// gradients) and step() once per optimizer step; the stage decides what those
+// hooks do. Everything is offset arithmetic from the ShardPlan.
+//
+//  stage | params (compute dtype)      | grads                         | fp32 master, m, v
+//  ------+-----------------------------+-------------------------------+------------------
+//    0   | full                        | full, all-reduced per unit    | full
+//    1   | full                        | full, reduce-scattered        | own slices
+//    2   | full                        | one unit in flight + own      | own slices
+//        |                             | slices (reduce-scatter/unit)  |
+//    3   | own slices + gathered units | as stage 2                    | own slices
+//
+// After the update, stages 1 and 2 all-gather the new parameters; stage 3
+// gathers each unit before its forward and again before its backward.
+//
+// Streams: kernels run on the compute stream; collectives on the comm stream.
+// They are ordered by events only. Gradient accumulation: stages 0 and 1
+// accumulate in the full gradient buffer and communicate on the last
+// micro-step; stages 2 and 3 reduce-scatter every micro-step and accumulate into
+// their gradient slices. Gradients are in the compute dtype throughout (as in
+// the ZeRO paper's accounting); masters and moments are fp32.
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "zero/comm.h"
+#include "zero/memory.h"
+#include "zero/param_layout.h"
+#include "zero/rng.h"
+#include "zero/shard_plan.h"
+#include "zero/unit_slots.h"
+
+struct OptimizerConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+    float weight_decay = 0.0f;
+    float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
+};
+
+struct StepResult {
+    float grad_norm;  // of the unscaled gradient, before clipping
+    bool skipped;     // a gradient was inf/NaN on some rank: nobody updated
+};
+
+template <typename T>
+class ZeroEngine {
+  public:
+    // seed: the stream of stochastic rounding for the bf16 parameter copies
+    ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_, int stage_,
+               int micro_steps_, uint64_t seed_)
+        : layout(layout_),
+          plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN),
+          comm(comm_),
+          mem(mem_),
+          ctx(compute_),
+          stage(stage_),
+          micro_steps(micro_steps_),
+          rank(comm_.rank),
+          world(comm_.world),
+          seed(seed_) {
+        std::string err = plan.validate();
+        CHECK(err.empty(), "%s", err.c_str());
+        CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
+        comm_stream = stream_create();
+        compute_done = event_create();
+        comm_done = event_create();
+        pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
+        norm_pieces = plan.pieces_of_rank(rank);
+        allocate();
+    }
+    ~ZeroEngine() {
+        param_slots.reset();
+        grad_slots.reset();
+        event_destroy(compute_done);
+        event_destroy(comm_done);
+        stream_destroy(comm_stream);
+    }
+    ZeroEngine(const ZeroEngine&) = delete;
+    ZeroEngine& operator=(const ZeroEngine&) = delete;
+
+    const ParamLayout& layout;
+    const ShardPlan plan;
+    Comm& comm;
+    MemoryAccountant& mem;
+    const KernelCtx ctx;
+    const int stage, micro_steps, rank, world;
+    const uint64_t seed;
+    int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
+
+    // ---------------------------------------------------------------------
+    // Parameters: initialisation and loading.
+    //
+    // fill(u, dst) writes the fp32 values of unit u's first plan.units[u].numel
+    // elements (padding stays zero). From those the engine keeps what this rank
+    // owns: the fp32 masters of its pieces and its compute-dtype copy.
+    template <typename Fill>
+    void load_parameters(Fill fill) {
+        std::vector<float> unit_values;
+        for (int u = 0; u < plan.num_units(); u++) {
+            unit_values.assign(plan.padded[u], 0.0f);
+            fill(u, unit_values.data());
+            upload_unit(u, unit_values.data());
+        }
+        stream_sync(ctx.stream);
+    }
+
+    // GPT-2 initialisation from a seed: element i of tensor t, layer l gets
+    // N(0, std_t) from the counter-based generator keyed by (seed, t, l, i), so
+    // every rank computes the same value for it whatever the world size.
+    void init_parameters(uint64_t init_seed) {
+        load_parameters([&](int u, float* dst) {
+            for (const TensorSpec& ts : plan.units[u].tensors) {
+                float std_ = layout.init_std(ts.id), c = layout.init_constant(ts.id);
+                uint64_t stream_seed = mix64(init_seed ^ mix64(((uint64_t)ts.id << 32) | (uint64_t)ts.layer));
+                size_t real = layout.init_real_numel(ts.id);
+                float* out = dst + ts.offset_in_unit;
+#pragma omp parallel for schedule(static)
+                for (size_t i = 0; i < real; i++) out[i] = std_ > 0 ? std_ * random_normal(stream_seed, i) : c;
+            }
+        });
+    }
+
+    // ---------------------------------------------------------------------
+    // The hooks of a forward(+backward) pass. The model visits units in a fixed
+    // order; stage 3 uses it to prefetch the next unit's gather.
+
+    void begin_pass(bool training) {
+        visits.clear();
+        int L = layout.num_layers();
+        for (int u = 0; u <= L + 1; u++) visits.push_back(u);  // embeddings, layers, final layernorm
+        visits.push_back(0);                                   // the tied LM head
+        if (training)
+            for (int u = L + 1; u >= 1; u--) visits.push_back(u);  // backward (the encoder needs no params)
+        cursor = 0;
+        // the previous step's parameter all-gather must be complete
+        stream_wait(ctx.stream, comm_done);
+    }
+
+    // Unit u's full parameters, ready on the compute stream.
+    const T* acquire_params(int u) {
+        CHECK(cursor < visits.size() && visits[cursor] == u,
+              "internal: model visited unit %d out of order (expected %d)", u,
+              cursor < visits.size() ? visits[cursor] : -1);
+        cursor++;
+        if (stage < 3) return params_full + plan.full_offset[u];
+        UnitSlot<T>* slot = param_slots->holding(u);
+        if (!slot) slot = gather_params(u);
+        CHECK(slot, "internal: no free slot to gather unit %d", u);
+        stream_wait(ctx.stream, slot->ready);
+        slot->in_use = true;
+        if (cursor < visits.size() && !param_slots->holding(visits[cursor]) && param_slots->vacant_for(visits[cursor]))
+            gather_params(visits[cursor]);  // prefetch the next visit
+        return slot->ptr;
+    }
+
+    void release_params(int u) {
+        if (stage < 3) return;
+        UnitSlot<T>* slot = param_slots->holding(u);
+        CHECK(slot && slot->in_use, "internal: release of unit %d that is not held", u);
+        event_record(slot->free, ctx.stream);
+        slot->in_use = false;
+        slot->unit = -1;
+        mem.set_live(slot->ptr, false);
+    }
+
+    // Drop prefetched units a pass did not use (an evaluation pass stops at the
+    // LM head; nothing else should remain).
+    void end_pass() {
+        if (stage < 3) return;
+        for (auto& s : param_slots->slots)
+            if (s.unit >= 0 && !s.in_use) {
+                s.unit = -1;
+                mem.set_live(s.ptr, false);
+            }
+    }
+
+    // Unit u's full-size gradient buffer to accumulate into, on the compute
+    // stream. Asked again within a micro-step (the tied wte) it is the same.
+    T* acquire_grads(int u, int micro_step) {
+        if (stage < 2) {
+            if (micro_step == 0 && !grads_live) {
+                device_zero(grads_full, plan.full_numel * sizeof(T), ctx.stream);
+                grads_live = true;
+                mem.set_live(grads_full, true);
+            }
+            return grads_full + plan.full_offset[u];
+        }
+        UnitSlot<T>* slot = grad_slots->holding(u);
+        if (slot) return slot->ptr;
+        slot = grad_slots->vacant_for(u);
+        CHECK(slot, "internal: no free gradient slot for unit %d", u);
+        stream_wait(ctx.stream, slot->free);  // its previous reduce-scatter has read it
+        device_zero(slot->ptr, plan.padded[u] * sizeof(T), ctx.stream);
+        slot->unit = u;
+        slot->in_use = true;
+        mem.set_live(slot->ptr, true);
+        return slot->ptr;
+    }
+
+    // Backward has finished unit u for this micro-step: communicate what the
+    // stage says, on the comm stream, once the compute stream gets here.
+    void grads_done(int u, int micro_step) {
+        bool last = micro_step == micro_steps - 1;
+        if (stage < 2 && !last) return;
+        event_record(compute_done, ctx.stream);
+        stream_wait(comm_stream, compute_done);
+        size_t slice = plan.slice_numel(u);
+        if (stage == 0) {
+            comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
+        } else if (stage == 1) {
+            T* unit_grads = grads_full + plan.full_offset[u];
+            comm.reduce_scatter_sum(unit_grads, unit_grads + rank * slice, slice, dtype_of<T>::value, comm_stream);
+        } else {
+            UnitSlot<T>* slot = grad_slots->holding(u);
+            CHECK(slot, "internal: gradients of unit %d finished but not held", u);
+            comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
+            KernelCtx c = ctx;
+            c.stream = comm_stream;
+            accumulate(c, grad_shard + plan.shard_offset[u], comm_buffer, slice, micro_step == 0);
+            event_record(slot->free, comm_stream);
+            slot->unit = -1;
+            slot->in_use = false;
+            mem.set_live(slot->ptr, false);
+            if (!grad_shard_live) {
+                grad_shard_live = true;
+                mem.set_live(grad_shard, true);
+            }
+        }
+        event_record(comm_done, comm_stream);
+    }
+
+    // ---------------------------------------------------------------------
+    // The optimizer step: global norm from the slices, clip, unscale, AdamW on
+    // this rank's pieces, then (stages 1, 2) all-gather the new parameters.
+    StepResult step(float lr, const OptimizerConfig& oc, float loss_scale) {
+        stream_wait(ctx.stream, comm_done);  // all gradient collectives are complete
+
+        // sum of squares over the slices this rank owns, in every stage (stage 0
+        // too), so the norm has the same bits whatever the stage
+        for (size_t i = 0; i < norm_pieces.size(); i++) {
+            const ShardPiece& p = norm_pieces[i];
+            if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
+            else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
+        }
+        std::vector<float> partials(norm_pieces.size());
+        copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
+        double local = 0.0;
+        for (float p : partials) local += p;
+        double total = comm.sum_scalar(local);  // non-finite if any rank saw inf/NaN
+        bool overflow = !std::isfinite(total);
+        float grad_norm = overflow ? INFINITY : (float)(std::sqrt(total) / loss_scale);
+
+        StepResult result{grad_norm, overflow};
+        if (overflow) {
+            finish_step();
+            return result;
+        }
+        adam_t++;
+        float clip = (oc.grad_clip > 0.0f && grad_norm > oc.grad_clip) ? oc.grad_clip / grad_norm : 1.0f;
+        AdamWStep s;
+        s.lr = lr;
+        s.beta1 = oc.beta1;
+        s.beta2 = oc.beta2;
+        s.eps = oc.eps;
+        s.grad_scale = clip / loss_scale;
+        s.bias_correction1 = 1.0f - powf(oc.beta1, (float)adam_t);
+        s.bias_correction2 = 1.0f - powf(oc.beta2, (float)adam_t);
+        s.rounding_seed = rounding_seed(adam_t);
+        for (const ShardPiece& p : pieces) {
+            s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+            T* param = stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
+            float* w = master + p.shard_offset;
+            float* m = adam_m + p.shard_offset;
+            float* v = adam_v + p.shard_offset;
+            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, param, p.numel, s, p.full_offset);
+            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, param, p.numel, s, p.full_offset);
+        }
+        if (stage == 1 || stage == 2) {
+            event_record(compute_done, ctx.stream);
+            stream_wait(comm_stream, compute_done);
+            for (int u = 0; u < plan.num_units(); u++) {
+                T* unit = params_full + plan.full_offset[u];
+                size_t slice = plan.slice_numel(u);
+                comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, comm_stream);
+            }
+            event_record(comm_done, comm_stream);
+        }
+        finish_step();
+        return result;
+    }
+
+    // Stream handles for the trainer (e.g. timing) and tests.
+    Stream comm_stream_handle() const { return comm_stream; }
+
+    // Raw state, for checkpoints and tests. Master/m/v are indexed by the
+    // pieces' shard_offset (stage 0: the full offset).
+    float* master_weights() { return master; }
+    float* adam_m_state() { return adam_m; }
+    float* adam_v_state() { return adam_v; }
+    const std::vector<ShardPiece>& optimizer_pieces() const { return pieces; }
+    size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
+
+    // Unit u's full compute-dtype parameters outside a pass (stage 3 gathers
+    // them into a slot; every rank must call this together). Pair with
+    // done_with_unit().
+    const T* unit_for_export(int u) {
+        if (stage < 3) return params_full + plan.full_offset[u];
+        UnitSlot<T>* slot = gather_params(u);
+        stream_wait(ctx.stream, slot->ready);
+        slot->in_use = true;
+        return slot->ptr;
+    }
+    void done_with_unit(int u) {
+        if (stage < 3) return;
+        UnitSlot<T>* slot = param_slots->holding(u);
+        event_record(slot->free, ctx.stream);
+        slot->in_use = false;
+        slot->unit = -1;
+        mem.set_live(slot->ptr, false);
+    }
+
+    // After loading master weights (checkpoint resume): rebuild the compute-dtype
+    // copy exactly as the AdamW step that produced them wrote it.
+    void refresh_params_from_master() {
+        std::vector<float> host;
+        uint64_t rs = rounding_seed(adam_t);
+        for (const ShardPiece& p : pieces) {
+            host.resize(p.numel);
+            copy_to_host(host.data(), master + p.shard_offset, p.numel * sizeof(float));
+            std::vector<T> rounded(p.numel);
+            for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, p.full_offset + i);
+            T* dst = stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
+            copy_to_device(dst, rounded.data(), p.numel * sizeof(T));
+        }
+        if (stage == 1 || stage == 2)
+            for (int u = 0; u < plan.num_units(); u++) {
+                T* unit = params_full + plan.full_offset[u];
+                size_t slice = plan.slice_numel(u);
+                comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, ctx.stream);
+            }
+        stream_sync(ctx.stream);
+    }
+
+    // The stochastic-rounding stream of optimizer step t.
+    uint64_t rounding_seed(int t) const { return mix64(seed ^ (0x5eedull << 40) ^ (uint64_t)t); }
+
+    // host <-> device copies of this rank (blocking; start-up, checkpoints, norms)
+    void copy_to_host(void* dst, const void* src, size_t bytes) {
+        device_copy(dst, src, bytes, ctx.stream);
+        stream_sync(ctx.stream);
+    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) {
+        device_copy(dst, src, bytes, ctx.stream);
+        stream_sync(ctx.stream);
+    }
+
+  private:
+    Stream comm_stream{};
+    Event compute_done{}, comm_done{};
+    std::vector<ShardPiece> pieces;       // what this rank's optimizer updates
+    std::vector<ShardPiece> norm_pieces;  // this rank's slices (for the global norm)
+    std::vector<int> visits;
+    size_t cursor = 0;
+    bool grads_live = false, grad_shard_live = false;
+
+    T* params_full = nullptr;   // stages 0-2: (full_numel)
+    T* params_shard = nullptr;  // stage 3: (shard_numel)
+    T* grads_full = nullptr;    // stages 0-1: (full_numel)
+    T* grad_shard = nullptr;      // stages 2-3: (shard_numel)
+    T* comm_buffer = nullptr;     // stages 2-3: one slice, the reduce-scatter's landing place
+    float* master = nullptr;
+    float* adam_m = nullptr;
+    float* adam_v = nullptr;
+    float* norm_partials = nullptr;
+    std::unique_ptr<UnitSlots<T>> param_slots, grad_slots;
+
+    void allocate() {
+        size_t full = plan.full_numel, shard = plan.shard_numel;
+        if (stage < 3) {
+            params_full = mem.allocate_array<T>(full, MemKind::Params, Arena::Device, "params", true);
+        } else {
+            params_shard = mem.allocate_array<T>(shard, MemKind::Params, Arena::Device, "params_shard", true);
+            param_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Params, "params_gathered");
+        }
+        if (stage < 2) {
+            grads_full = mem.allocate_array<T>(full, MemKind::Grads, Arena::Device, "grads", false);
+        } else {
+            grad_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Grads, "grads_unit");
+            grad_shard = mem.allocate_array<T>(shard, MemKind::Grads, Arena::Device, "grads_shard", false);
+            comm_buffer = mem.allocate_array<T>(plan.largest_slice(), MemKind::Comm, Arena::Device,
+                                                "reduce_scatter_landing", false);
+        }
+        size_t opt = optimizer_numel();
+        master = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "master_fp32", true);
+        adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "adam_m", true);
+        adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "adam_v", true);
+        norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, Arena::Device,
+                                                  "norm_partials", false);
+    }
+
+    // Stage 3: all-gather unit u into a vacant slot, on the comm stream.
+    UnitSlot<T>* gather_params(int u) {
+        UnitSlot<T>* slot = param_slots->vacant_for(u);
+        if (!slot) return nullptr;
+        stream_wait(comm_stream, slot->free);
+        size_t slice = plan.slice_numel(u);
+        comm.all_gather(params_shard + plan.shard_offset[u], slot->ptr, slice, dtype_of<T>::value, comm_stream);
+        event_record(slot->ready, comm_stream);
+        slot->unit = u;
+        mem.set_live(slot->ptr, true);
+        return slot;
+    }
+
+    // Keeps this rank's part of one unit given its full fp32 values.
+    void upload_unit(int u, const float* values) {
+        size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
+        // fp32 masters of what this rank updates, at their optimizer offsets
+        if (stage == 0) {
+            copy_to_device(master + F, values, P * sizeof(float));
+        } else {
+            copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
+        }
+        // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
+        // rounded as a step-0 AdamW would have written it
+        uint64_t rs = rounding_seed(0);
+        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
+        std::vector<T> rounded(n);
+        for (size_t i = 0; i < n; i++) rounded[i] = round_param<T>(values[begin + i], rs, F + begin + i);
+        T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
+        copy_to_device(dst, rounded.data(), n * sizeof(T));
+    }
+
+    void finish_step() {
+        if (grads_live) mem.set_live(grads_full, false);
+        if (grad_shard_live) mem.set_live(grad_shard, false);
+        grads_live = grad_shard_live = false;
+    }
+};
