@@ -3,13 +3,15 @@
 // SKIP_RETURN_CODE) when what it needs is not present.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-static int g_test_failures = 0;
-static int g_test_checks = 0;
+// atomic: checks may run on emulated-rank threads
+static std::atomic<int> g_test_failures{0};
+static std::atomic<int> g_test_checks{0};
 
 #define EXPECT(cond, ...)                                                  \
     do {                                                                   \
@@ -29,7 +31,7 @@ inline int test_summary(const char* name) {
         fprintf(stderr, "%s: no checks ran\n", name);
         return 1;
     }
-    printf("%s: %d checks, %d failed\n", name, g_test_checks, g_test_failures);
+    printf("%s: %d checks, %d failed\n", name, g_test_checks.load(), g_test_failures.load());
     return g_test_failures == 0 ? 0 : 1;
 }
 

@@ -2,3 +2,7 @@
 # accounting against the predictor, checkpoints.
 zero_test(NAME zero_stages SOURCES test_zero_stages.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME zero_memory SOURCES test_zero_memory.cpp ARGS ${CPU_TRAINER})
+zero_test(NAME oracle SOURCES test_oracle.cpp ARGS ${CPU_TRAINER} ${REPO_ROOT}/dev/gpt2_reference.py)
+zero_test(NAME shard_plan SOURCES test_shard_plan.cpp)
+zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
+zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})

@@ -302,6 +302,9 @@ class ZeroEngine {
     float* adam_m_state() { return adam_m; }
     float* adam_v_state() { return adam_v; }
     const std::vector<ShardPiece>& optimizer_pieces() const { return pieces; }
+    // Stages 0-1: the full gradient buffer (for inspection by tests; valid
+    // between backward and step).
+    const T* full_gradients() const { return grads_full; }
     size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
 
     // Unit u's full compute-dtype parameters outside a pass (stage 3 gathers
