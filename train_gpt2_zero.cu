@@ -25,12 +25,14 @@
 #include "zero/activations.h"
 #include "zero/checkpoint.h"
 #include "zero/comm_emulated.h"
+#include "zero/fit_check.h"
 #include "zero/flags.h"
 #include "zero/loss_scaler.h"
 #include "zero/memory.h"
 #include "zero/memory_predictor.h"
 #include "zero/model_file.h"
 #include "zero/param_layout.h"
+#include "zero/reports.h"
 #include "zero/run_setup.h"
 #include "zero/zero_engine.h"
 #ifdef ZERO_CUDA
@@ -54,8 +56,12 @@ struct GPT2 {
     const int* inputs_host = nullptr;  // the encoder backward buckets tokens on the host
     const T* head_params = nullptr;    // unit 0 held from the LM head's forward to its backward
 
-    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, MemoryAccountant& mem)
-        : cfg(z.layout.cfg), layout(z.layout), zero(z), ctx(z.ctx), acts(cfg, max_B, max_T, recompute, mem) {}
+    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem)
+        : cfg(z.layout.cfg),
+          layout(z.layout),
+          zero(z),
+          ctx(z.ctx),
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem) {}
 
     size_t BT() const { return (size_t)B * T_; }
 
@@ -119,6 +125,7 @@ struct GPT2 {
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l);
             layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
+            acts.save_layer_output(l, BT(), ctx.stream);
             zero.release_params(u);
         }
 
@@ -179,7 +186,10 @@ struct GPT2 {
             int u = layout.layer_unit(l);
             LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
-            if (acts.recompute == 2) layer_forward(l, p);  // rebuild this block's activations from its input
+            if (acts.recompute == 2) {  // rebuild this block's activations from its input
+                acts.load_layer_input(l, BT(), ctx.stream);
+                layer_forward(l, p);
+            }
             layer_backward(l, p, g);
             zero.release_params(u);
             zero.grads_done(u, micro_step);
@@ -255,36 +265,6 @@ void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t
     if (print) printf("\n");
 }
 
-// ----------------------------------------------------------------------------
-// Memory report: the homework's table, per rank, each step.
-
-inline void append_mem_csv(const std::string& path, int step, int rank, const char* phase, const MemCounts& live,
-                           const MemCounts& predicted, size_t peak, size_t reserved, size_t device_used) {
-    bool fresh = !file_exists(path);
-    FILE* f = open_file(path, "a");
-    if (fresh) {
-        fprintf(f, "step,rank,phase");
-        for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%s", mem_kind_name((MemKind)k));
-        fprintf(f, ",live_total,predicted_total,peak,reserved,device_used\n");
-    }
-    fprintf(f, "%d,%d,%s", step, rank, phase);
-    for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%zu", live.get(Arena::Device, (MemKind)k));
-    fprintf(f, ",%zu,%zu,%zu,%zu,%zu\n", live.total(Arena::Device), predicted.total(Arena::Device), peak, reserved,
-            device_used);
-    fclose(f);
-}
-
-// Per-step bytes of every collective of this rank, as the backend counted them.
-inline void append_comm_csv(const std::string& path, int step, int rank, const CommStats& st) {
-    bool fresh = !file_exists(path);
-    FILE* f = open_file(path, "a");
-    if (fresh) fprintf(f, "step,rank,op,calls,bytes_sent,bytes_recv\n");
-    for (int op = 0; op < NUM_COMM_OPS; op++)
-        fprintf(f, "%d,%d,%s,%llu,%llu,%llu\n", step, rank, comm_op_name((CommOp)op), (unsigned long long)st.calls[op],
-                (unsigned long long)st.sent[op], (unsigned long long)st.recv[op]);
-    fclose(f);
-}
-
 inline size_t device_memory_used() {
 #ifdef ZERO_CUDA
     size_t free_b = 0, total_b = 0;
@@ -308,8 +288,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg);
     ParamLayout layout(run.cfg);
-    ZeroEngine<T> zero(layout, comm, mem, ctx, o.zero_stage, run.micro_steps, o.seed);
-    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, mem);
+    ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o));
+    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);
     MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
 
     if (run.model_file.empty()) zero.init_parameters(o.seed);
@@ -491,30 +471,16 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
             if (main_log) fprintf(main_log, "s:%d trl:%.6f\n", step + 1, loss), fflush(main_log);
         }
         if (o.mem_report) {
+            PhaseMemory phases{live_fwd, live_bwd, live_step};
             size_t used = device_memory_used();
-            for (int r = 0; r < world; r++) {  // in rank order
+            for (int r = 0; r < world; r++) {  // one rank at a time, in rank order
                 comm.barrier();
                 if (r != rank) continue;
-                const double MiB = 1048576.0;
-                printf("  mem rank %d | after fwd %.2f MiB (pred %.2f) | after bwd %.2f MiB (pred %.2f) | after step "
-                       "%.2f MiB (pred %.2f) | peak %.2f | reserved %.2f",
-                       rank, live_fwd.total(Arena::Device) / MiB, predicted.after_forward.total(Arena::Device) / MiB,
-                       live_bwd.total(Arena::Device) / MiB, predicted.after_backward.total(Arena::Device) / MiB,
-                       live_step.total(Arena::Device) / MiB, predicted.after_step.total(Arena::Device) / MiB,
-                       mem.peak_live(Arena::Device) / MiB, mem.reserved_bytes().total(Arena::Device) / MiB);
-                if (used) printf(" | device used %.2f MiB", used / MiB);
-                printf(" | comm sent %.2f MiB recv %.2f MiB\n", comm.stats.bulk_sent() / MiB,
-                       comm.stats.bulk_recv() / MiB);
-                fflush(stdout);
-                if (!o.output_dir.empty()) {
-                    std::string path = o.output_dir + "/mem_report_rank" + std::to_string(rank) + ".csv";
-                    size_t peak = mem.peak_live(Arena::Device), res_b = mem.reserved_bytes().total(Arena::Device);
-                    append_mem_csv(path, step + 1, rank, "forward", live_fwd, predicted.after_forward, peak, res_b, used);
-                    append_mem_csv(path, step + 1, rank, "backward", live_bwd, predicted.after_backward, peak, res_b, used);
-                    append_mem_csv(path, step + 1, rank, "step", live_step, predicted.after_step, peak, res_b, used);
-                    append_comm_csv(o.output_dir + "/comm_report_rank" + std::to_string(rank) + ".csv", step + 1,
-                                    rank, comm.stats);
-                }
+                print_memory_line(rank, phases, predicted, mem, comm.stats, used);
+                if (o.output_dir.empty()) continue;
+                std::string suffix = "_rank" + std::to_string(rank) + ".csv";
+                append_memory_csv(o.output_dir + "/mem_report" + suffix, step + 1, rank, phases, predicted, mem, used);
+                append_comm_csv(o.output_dir + "/comm_report" + suffix, step + 1, rank, comm.stats);
             }
             comm.barrier();
         }
@@ -559,6 +525,7 @@ int main(int argc, char** argv) {
         consolidate_checkpoint(o.consolidate);
         return 0;
     }
+    refuse_if_too_big(o, run);
     switch (run.dtype) {
         case DType::F32: run_world<float>(o, run); break;
         case DType::BF16: run_world<bf16>(o, run); break;

@@ -53,8 +53,11 @@ int main(int argc, char** argv) {
         EmulatedComm comm(world, rank, comm_ctx);
         MemoryAccountant mem(rank);
         KernelCtx ctx = create_kernel_ctx(mem, (size_t)B * T, cfg);
-        ZeroEngine<float> zero(layout, comm, mem, ctx, 0, 1, 1234);
-        GPT2<float> model(zero, B, T, 0, mem);
+        ZeroConfig zc;
+        zc.stage = 0;
+        zc.seed = 1234;
+        ZeroEngine<float> zero(layout, comm, mem, ctx, zc);
+        GPT2<float> model(zero, B, T, 0, false, mem);
         zero.init_parameters(1234);
         ModelFileWriter<float> writer(dir + "/model.bin", layout);
         for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, zero.unit_for_export(u));

@@ -5,6 +5,9 @@
 //       grads      s*Psi (stages 0-1)          s*Psi/N (stages 2-3)
 //       optimizer  12*Psi (stage 0)            12*Psi/N (stages 1-3)
 //     with Psi the plan's padded parameter count and s the compute dtype's size;
+//     with optimizer offload the optimizer state and the gradient slices (and,
+//     with parameter offload, the parameter slices) are in the host arena instead,
+//     exactly those bytes;
 //   * the predictor's totals within 2% at every phase (after forward, after
 //     backward, after the step), every rank, every stage, precision, recompute;
 //   * bytes sent (and received) per rank per step, counted by the backend:
@@ -22,6 +25,7 @@
 struct Case {
     int stage, ranks, micro_steps, recompute;
     const char* precision;
+    bool offload_optimizer = false, offload_param = false, offload_activations = false;
 };
 
 int main(int argc, char** argv) {
@@ -45,20 +49,34 @@ int main(int argc, char** argv) {
         cases.push_back({z, 3, 3, 1, "bf16"});
         cases.push_back({z, 2, 1, 2, "fp32"});  // recompute modes
         cases.push_back({z, 4, 1, 1, "fp16"});
+        cases.push_back({z, 2, 1, 2, "bf16", false, false, true});  // layer outputs on the host
+        if (z >= 1) {                                                // optimizer offload
+            cases.push_back({z, 2, 1, 0, "fp32", true});
+            cases.push_back({z, 3, 2, 0, "bf16", true});
+        }
     }
+    cases.push_back({3, 2, 1, 0, "fp32", true, true});  // parameter offload
+    cases.push_back({3, 3, 2, 1, "fp16", true, true});
+    cases.push_back({3, 1, 1, 2, "bf16", true, true, true});
 
-    double params_live[4] = {0, 0, 0, 0};  // at N = 4, fp32, per stage
-    printf("%-28s %12s %12s %12s %12s %12s\n", "case", "params", "grads", "optimizer", "comm sent", "worst pred");
+    double params_live[4] = {0, 0, 0, 0};  // device, at N = 4, fp32, per stage
+    printf("%-36s %12s %12s %12s %12s %12s\n", "case (device bytes)", "params", "grads", "optimizer", "comm sent",
+           "worst pred");
     for (const Case& c : cases) {
-        char name[96];
-        snprintf(name, sizeof(name), "z%d n%d a%d r%d %s", c.stage, c.ranks, c.micro_steps, c.recompute, c.precision);
+        char name[128];
+        snprintf(name, sizeof(name), "z%d n%d a%d r%d %s%s%s%s", c.stage, c.ranks, c.micro_steps, c.recompute,
+                 c.precision, c.offload_optimizer ? " off-opt" : "", c.offload_param ? " off-param" : "",
+                 c.offload_activations ? " off-act" : "");
         std::string out = dir + "/run";
         run_command("rm -rf " + out);
         const int B = 2, T = 32;
         std::string cmd = trainer + " -e " + shape + " -t 32 -b 2 -x 2 -v 0 -s 0 -i " + dir + "/train.bin" +
                           " --mem_report 1 -o " + out + " -z " + std::to_string(c.stage) + " --ranks " +
                           std::to_string(c.ranks) + " -r " + std::to_string(c.recompute) + " -p " + c.precision +
-                          " -d " + std::to_string(B * T * c.ranks * c.micro_steps);
+                          " -d " + std::to_string(B * T * c.ranks * c.micro_steps) +
+                          (c.offload_optimizer ? " --offload_optimizer cpu" : "") +
+                          (c.offload_param ? " --offload_param cpu" : "") +
+                          (c.offload_activations ? " --offload_activations 1" : "");
         CommandResult r = run_command(cmd);
         EXPECT(r.status == 0, "%s failed:\n%s", cmd.c_str(), r.output.c_str());
         if (r.status != 0) continue;
@@ -66,37 +84,45 @@ int main(int argc, char** argv) {
         ShardPlan plan(layout.unit_specs(), c.ranks, SHARD_ALIGN);
         double psi = (double)plan.full_numel, N = c.ranks, A = c.micro_steps;
         double s = std::string(c.precision) == "fp32" ? 4 : 2;
-        double want_params = c.stage < 3 ? s * psi : s * psi / N;
-        double want_grads = c.stage < 2 ? s * psi : s * psi / N;
-        double want_opt = c.stage == 0 ? 12 * psi : 12 * psi / N;
+        bool oo = c.offload_optimizer, op = c.offload_param;
+        // the model states each arena must hold, per rank
+        double want_params[2] = {c.stage < 3 ? s * psi : op ? 0 : s * psi / N, oo ? s * psi / N : 0};
+        double want_grads[2] = {c.stage < 2 ? s * psi : oo ? 0 : s * psi / N, oo ? s * psi / N : 0};
+        double want_opt[2] = {oo ? 0 : c.stage == 0 ? 12 * psi : 12 * psi / N, oo ? 12 * psi / N : 0};
         double comm_elems = c.stage < 2 ? 2 * psi : c.stage == 2 ? (A + 1) * psi : 3 * A * psi;
         double want_comm = comm_elems * (N - 1) / N * s;
 
-        double worst_pred = 0, got_params = 0, got_grads = 0, got_opt = 0, got_comm = 0;
+        double worst_pred = 0, got[3] = {0, 0, 0}, got_comm = 0;
         for (int rank = 0; rank < c.ranks; rank++) {
             CsvRows mem = read_csv(out + "/mem_report_rank" + std::to_string(rank) + ".csv");
             CsvRows comm = read_csv(out + "/comm_report_rank" + std::to_string(rank) + ".csv");
-            EXPECT(mem.rows.size() == 6 && comm.rows.size() == 2 * 5, "%s rank %d: %zu memory and %zu comm rows", name,
-                   rank, mem.rows.size(), comm.rows.size());
+            size_t arenas = oo || c.offload_activations ? 2 : 1;
+            EXPECT(mem.rows.size() == 6 * arenas && comm.rows.size() == 2 * 5, "%s rank %d: %zu memory and %zu comm rows",
+                   name, rank, mem.rows.size(), comm.rows.size());
             for (size_t i = 0; i < mem.rows.size(); i++) {
                 double live = mem.num(i, "live_total"), pred = mem.num(i, "predicted_total");
-                double err = std::fabs(live - pred) / pred;
+                double err = pred > 0 ? std::fabs(live - pred) / pred : std::fabs(live);
                 worst_pred = std::max(worst_pred, err);
-                EXPECT(err <= 0.02, "%s rank %d step %s after %s: live %.0f bytes, predicted %.0f (%.2f%%)", name,
-                       rank, mem.text(i, "step").c_str(), mem.text(i, "phase").c_str(), live, pred, 100 * err);
                 const std::string& phase = mem.text(i, "phase");
+                const std::string& arena = mem.text(i, "arena");
+                int a = arena == "device" ? 0 : 1;
+                EXPECT(err <= 0.02, "%s rank %d step %s after %s (%s): live %.0f bytes, predicted %.0f (%.2f%%)", name,
+                       rank, mem.text(i, "step").c_str(), phase.c_str(), arena.c_str(), live, pred, 100 * err);
                 if (phase == "step") {
-                    got_params = mem.num(i, "params"), got_opt = mem.num(i, "optimizer");
-                    EXPECT(got_params == want_params, "%s rank %d: params live %.0f, formula %.0f", name, rank,
-                           got_params, want_params);
-                    EXPECT(got_opt == want_opt, "%s rank %d: optimizer %.0f, formula %.0f", name, rank, got_opt,
-                           want_opt);
-                    EXPECT(mem.num(i, "grads") == 0, "%s rank %d: gradients still live after the step", name, rank);
+                    double params = mem.num(i, "params"), opt = mem.num(i, "optimizer");
+                    EXPECT(params == want_params[a], "%s rank %d %s: params live %.0f, formula %.0f", name, rank,
+                           arena.c_str(), params, want_params[a]);
+                    EXPECT(opt == want_opt[a], "%s rank %d %s: optimizer %.0f, formula %.0f", name, rank, arena.c_str(),
+                           opt, want_opt[a]);
+                    EXPECT(mem.num(i, "grads") == 0, "%s rank %d %s: gradients still live after the step", name, rank,
+                           arena.c_str());
+                    if (a == 0) got[0] = params, got[2] = opt;
                 }
                 if (phase == "backward") {
-                    got_grads = mem.num(i, "grads");
-                    EXPECT(got_grads == want_grads, "%s rank %d: grads live %.0f, formula %.0f", name, rank,
-                           got_grads, want_grads);
+                    double grads = mem.num(i, "grads");
+                    EXPECT(grads == want_grads[a], "%s rank %d %s: grads live %.0f, formula %.0f", name, rank,
+                           arena.c_str(), grads, want_grads[a]);
+                    if (a == 0) got[1] = grads;
                 }
             }
             // the second step's traffic (rows 5..9), bulk ops only
@@ -108,8 +134,8 @@ int main(int argc, char** argv) {
                    name, rank, sent, recv, want_comm);
         }
         if (c.ranks == 4 && std::string(c.precision) == "fp32" && c.micro_steps == 1 && c.recompute == 0)
-            params_live[c.stage] = got_params;
-        printf("%-28s %12.0f %12.0f %12.0f %12.0f %11.3f%%\n", name, got_params, got_grads, got_opt, got_comm,
+            params_live[c.stage] = got[0];
+        printf("%-36s %12.0f %12.0f %12.0f %12.0f %11.3f%%\n", name, got[0], got[1], got[2], got_comm,
                100 * worst_pred);
     }
     // what each stage is for, at N = 4: optimizer state, then gradients, then parameters shrink

@@ -42,6 +42,10 @@ struct TrainOptions {
     int ranks = 1;  // emulated ranks in this process
     std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
     int recompute = 0;
+    std::string offload_optimizer = "none";  // none | cpu
+    std::string offload_param = "none";      // none | cpu
+    int offload_activations = 0;
+    double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
     int mem_report = 0;
     int estimate = 0;
     std::string consolidate;  // checkpoint to turn into one model file, then exit
@@ -63,12 +67,14 @@ struct FlagSpec {
     long TrainOptions::*l = nullptr;
     unsigned long long TrainOptions::*u = nullptr;
     float TrainOptions::*f = nullptr;
+    double TrainOptions::*d = nullptr;
     std::string TrainOptions::*s = nullptr;
 };
 inline FlagSpec flag(const char* s, const char* l, int TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.i = m; return f; }
 inline FlagSpec flag(const char* s, const char* l, long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.l = m; return f; }
 inline FlagSpec flag(const char* s, const char* l, unsigned long long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.u = m; return f; }
 inline FlagSpec flag(const char* s, const char* l, float TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.f = m; return f; }
+inline FlagSpec flag(const char* s, const char* l, double TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.d = m; return f; }
 inline FlagSpec flag(const char* s, const char* l, std::string TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.s = m; return f; }
 
 inline const std::vector<FlagSpec>& flag_specs() {
@@ -104,6 +110,14 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
         flag("-r", "--recompute", &O::recompute,
              "activation recomputation: 0 none, 1 GELU, 2 whole block from its input"),
+        flag(nullptr, "--offload_optimizer", &O::offload_optimizer,
+             "none | cpu: fp32 master, Adam moments and gradient slices in host memory, CPU AdamW (stages 1-3)"),
+        flag(nullptr, "--offload_param", &O::offload_param,
+             "none | cpu: stage 3's parameter slices in host memory (needs --offload_optimizer cpu)"),
+        flag(nullptr, "--offload_activations", &O::offload_activations,
+             "1: with -r 2, keep each layer's saved input in host memory"),
+        flag(nullptr, "--device_memory", &O::device_memory_mib,
+             "MiB of device memory to plan for (0: what the GPU has free; the CPU build: its RAM)"),
         flag(nullptr, "--mem_report", &O::mem_report,
              "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
         flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory and exit"),
@@ -131,6 +145,7 @@ inline void print_usage(const char* prog) {
         else if (f.l) snprintf(def, sizeof(def), "%ld", defaults.*f.l);
         else if (f.u) snprintf(def, sizeof(def), "%llu", defaults.*f.u);
         else if (f.f) snprintf(def, sizeof(def), "%g", defaults.*f.f);
+        else if (f.d) snprintf(def, sizeof(def), "%g", defaults.*f.d);
         else snprintf(def, sizeof(def), "%s", (defaults.*f.s).c_str());
         printf("  %-26s %s%s%s%s\n", names, f.help, def[0] ? " [" : "", def, def[0] ? "]" : "");
     }
@@ -168,11 +183,12 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             CHECK(*end == '\0' && !value.empty() && errno == 0 && value[0] != '-',
                   "flag %s wants a non-negative integer, got '%s'", arg.c_str(), value.c_str());
             opts.*spec->u = v;
-        } else if (spec->f) {
-            float v = strtof(value.c_str(), &end);
+        } else if (spec->f || spec->d) {
+            double v = strtod(value.c_str(), &end);
             CHECK(*end == '\0' && !value.empty() && errno == 0, "flag %s wants a number, got '%s'", arg.c_str(),
                   value.c_str());
-            opts.*spec->f = v;
+            if (spec->f) opts.*spec->f = (float)v;
+            else opts.*spec->d = v;
         } else {
             opts.*spec->s = value;
         }

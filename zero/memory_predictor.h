@@ -42,6 +42,9 @@ struct MemoryQuery {
     int seq_len = 64;     // T
     int recompute = 0;
     int micro_steps = 1;  // gradient accumulation
+    bool offload_optimizer = false;
+    bool offload_param = false;
+    bool offload_activations = false;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
 };
 
@@ -58,44 +61,59 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     ShardPlan plan(layout.unit_specs(), q.world, shard_align);
     const double N = q.world, s = (double)q.dtype_bytes;
     const double psi = (double)plan.full_numel;  // padded
+    const double slice = (double)plan.largest_slice();
     size_t P0 = plan.padded[0], Pmax = 0;
     for (int u = 1; u < plan.num_units(); u++) Pmax = std::max(Pmax, plan.padded[u]);
+    const bool off_opt = q.offload_optimizer, off_par = q.offload_param;
 
     MemoryPrediction p;
     p.psi = layout.num_parameters();
     p.psi_padded = plan.full_numel;
-    const Arena D = Arena::Device;
+    const Arena D = Arena::Device, H = Arena::Host;
 
-    // --- model states
-    double params_resident = q.stage < 3 ? psi * s : psi / N * s;
-    double param_slots = q.stage < 3 ? 0 : (P0 + 2.0 * Pmax) * s;
+    // --- model states, device
+    double unit_slots = (P0 + 2.0 * Pmax) * s;  // the embeddings unit and two others
+    double params_resident = q.stage < 3 ? psi * s : off_par ? 0 : psi / N * s;
+    double param_extra = q.stage < 3 ? 0 : unit_slots + (off_par ? 3 * slice * s : 0);  // gathered units, uploads
     double grads_full = q.stage < 2 ? psi * s : 0;
-    double grad_slots = q.stage < 2 ? 0 : (P0 + 2.0 * Pmax) * s;
-    double grad_shard = q.stage < 2 ? 0 : psi / N * s;
-    double optimizer = q.stage == 0 ? ZERO_K * psi : ZERO_K * psi / N;
-    double comm = q.stage < 2 ? 0 : (double)plan.largest_slice() * s;
+    double grad_shard = q.stage < 2 || off_opt ? 0 : psi / N * s;
+    double grad_slots = q.stage < 2 ? 0 : unit_slots;
+    double optimizer = off_opt ? 0 : q.stage == 0 ? ZERO_K * psi : ZERO_K * psi / N;
+    double comm = q.stage < 2 ? 0 : slice * s;  // the reduce-scatter's landing slice
+    // --- model states, host (offload)
+    double host_optimizer = off_opt ? ZERO_K * psi / N : 0;
+    double host_grads = off_opt ? psi / N * s : 0;
+    double host_params = off_opt ? psi / N * s : 0;
+    double host_comm = off_opt && q.stage >= 2 ? 2 * slice * s : 0;
 
     // --- activations: what forward saves (see zero/activations.h for the list)
     double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = q.cfg.num_layers;
     double NH = q.cfg.num_heads, Vp = q.cfg.padded_vocab_size;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
+    double outputs = q.offload_activations ? 2 : L;  // each layer's output, or a pair cycling on the device
     double per_layer = BT * C * (1 + 3 + 1 + 1 + 1 + 4) * s  // ln1, qkv, atty, residual2, ln2, fch
                        + (2 * BT + NH * BT + 2 * BT) * 4;    // ln1 stats, attention lse, ln2 stats
     double acts = cm * per_layer + cg * BT * 4 * C * s       // fch_gelu
-                  + (1 + L + 1) * BT * C * s                 // encoded, residual3 per layer, lnf
+                  + (1 + outputs + 1) * BT * C * s           // encoded, layer outputs, lnf
                   + 2 * BT * 4 + BT * Vp * s                 // lnf stats, logits
                   + BT * 4 + 2 * BT * 4;                     // losses, input and target tokens
+    double host_acts = q.offload_activations ? L * BT * C * s : 0;
     double scratch = BT * C * (1 + 1 + 1 + 3 + 4) * s        // branch, dresidual, dbtc, dqkv, dfch
-                     + plan.pieces_of_rank(0).size() * 4.0   // norm partial sums
+                     + (off_opt ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
 
-    auto set = [&](MemCounts& m, MemKind k, double bytes) { m.at(D, k) = (size_t)bytes; };
-    set(p.reserved, MemKind::Params, params_resident + param_slots);
-    set(p.reserved, MemKind::Grads, grads_full + grad_slots + grad_shard);
-    set(p.reserved, MemKind::Optimizer, optimizer);
-    set(p.reserved, MemKind::Activations, acts);
-    set(p.reserved, MemKind::Scratch, scratch);
-    set(p.reserved, MemKind::Comm, comm);
+    auto set = [&](MemCounts& m, Arena a, MemKind k, double bytes) { m.at(a, k) = (size_t)bytes; };
+    set(p.reserved, D, MemKind::Params, params_resident + param_extra);
+    set(p.reserved, D, MemKind::Grads, grads_full + grad_slots + grad_shard);
+    set(p.reserved, D, MemKind::Optimizer, optimizer);
+    set(p.reserved, D, MemKind::Activations, acts);
+    set(p.reserved, D, MemKind::Scratch, scratch);
+    set(p.reserved, D, MemKind::Comm, comm);
+    set(p.reserved, H, MemKind::Params, host_params);
+    set(p.reserved, H, MemKind::Grads, host_grads);
+    set(p.reserved, H, MemKind::Optimizer, host_optimizer);
+    set(p.reserved, H, MemKind::Activations, host_acts);
+    set(p.reserved, H, MemKind::Comm, host_comm);
 
     // --- live at the three reporting points (of the last micro-step)
     bool accumulating = q.micro_steps > 1;  // gradients of earlier micro-steps are held
@@ -103,31 +121,47 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // stage 3 holds the embeddings unit for the LM head's backward, and has
     // prefetched the first unit backward visits (the final layernorm) into a
     // layer slot
-    double params_after_forward = params_resident + (q.stage == 3 ? (double)(P0 + Pmax) * s : 0);
+    double held_units = q.stage == 3 ? (double)(P0 + Pmax) * s : 0;
     for (MemCounts* m : {&p.after_forward, &p.after_backward, &p.after_step}) {
-        set(*m, MemKind::Params, params_resident);
-        set(*m, MemKind::Optimizer, optimizer);
+        set(*m, D, MemKind::Params, params_resident);
+        set(*m, D, MemKind::Optimizer, optimizer);
+        set(*m, H, MemKind::Params, host_params);
+        set(*m, H, MemKind::Optimizer, host_optimizer);
     }
-    set(p.after_forward, MemKind::Params, params_after_forward);
-    set(p.after_forward, MemKind::Activations, acts);
-    set(p.after_forward, MemKind::Grads, accumulating ? grads_held : 0);
-    set(p.after_backward, MemKind::Grads, grads_held);
+    set(p.after_forward, D, MemKind::Params, params_resident + held_units);
+    set(p.after_forward, D, MemKind::Activations, acts);
+    set(p.after_forward, H, MemKind::Activations, host_acts);
+    set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held : 0);
+    // host gradient slices fill up micro-step by micro-step at stages 2-3; stage 1
+    // reduces (and copies down) only at the last
+    set(p.after_forward, H, MemKind::Grads, accumulating && q.stage >= 2 ? host_grads : 0);
+    // stage 1 with offload keeps the full gradients on the device and a copy of its slices on the host
+    set(p.after_backward, D, MemKind::Grads, grads_held);
+    set(p.after_backward, H, MemKind::Grads, host_grads);
     return p;
 }
 
 inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction& p, FILE* out) {
     const double MiB = 1048576.0;
-    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d\n",
-            q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute);
+    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s\n",
+            q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
+            q.offload_optimizer ? ", optimizer offload" : "", q.offload_param ? ", parameter offload" : "",
+            q.offload_activations ? ", activation offload" : "");
     fprintf(out, "  parameters %zu (%zu with padding)\n", p.psi, p.psi_padded);
-    fprintf(out, "  %-12s %12s %14s %14s %14s\n", "kind", "reserved", "after fwd", "after bwd", "after step");
-    for (int k = 0; k < NUM_MEM_KINDS; k++) {
-        MemKind kind = (MemKind)k;
-        fprintf(out, "  %-12s %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB\n", mem_kind_name(kind),
-                p.reserved.get(Arena::Device, kind) / MiB, p.after_forward.get(Arena::Device, kind) / MiB,
-                p.after_backward.get(Arena::Device, kind) / MiB, p.after_step.get(Arena::Device, kind) / MiB);
+    for (int a = 0; a < NUM_ARENAS; a++) {
+        Arena arena = (Arena)a;
+        if (p.reserved.total(arena) == 0) continue;
+        fprintf(out, "  %-6s %-12s %12s %14s %14s %14s\n", arena_name(arena), "kind", "reserved", "after fwd",
+                "after bwd", "after step");
+        for (int k = 0; k < NUM_MEM_KINDS; k++) {
+            MemKind kind = (MemKind)k;
+            if (p.reserved.get(arena, kind) == 0) continue;
+            fprintf(out, "  %-6s %-12s %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB\n", "", mem_kind_name(kind),
+                    p.reserved.get(arena, kind) / MiB, p.after_forward.get(arena, kind) / MiB,
+                    p.after_backward.get(arena, kind) / MiB, p.after_step.get(arena, kind) / MiB);
+        }
+        fprintf(out, "  %-6s %-12s %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB\n", "", "total",
+                p.reserved.total(arena) / MiB, p.after_forward.total(arena) / MiB, p.after_backward.total(arena) / MiB,
+                p.after_step.total(arena) / MiB);
     }
-    fprintf(out, "  %-12s %10.2f MiB %10.2f MiB %10.2f MiB %10.2f MiB\n", "total",
-            p.reserved.total(Arena::Device) / MiB, p.after_forward.total(Arena::Device) / MiB,
-            p.after_backward.total(Arena::Device) / MiB, p.after_step.total(Arena::Device) / MiB);
 }

@@ -20,6 +20,25 @@ HD uint64_t mix64(uint64_t x) {
 
 HD uint32_t random_u32(uint64_t seed, uint64_t counter) { return (uint32_t)(mix64(seed ^ mix64(counter)) >> 32); }
 
+// A 32-bit mix (Wellons' "lowbias32" constants): cheap in SIMD lanes, which
+// have 32-bit multiplies but not 64-bit ones.
+HD uint32_t mix32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+
+// The random bits of stochastic rounding for element `index` of the flat
+// buffer: 32-bit arithmetic only, so the CPU AdamW's vector lanes, the GPU and
+// the scalar reference all compute the same bits.
+HD uint32_t rounding_bits(uint64_t seed, uint64_t index) {
+    uint32_t key = mix32((uint32_t)(index >> 32) ^ (uint32_t)seed) ^ (uint32_t)(seed >> 32);
+    return mix32((uint32_t)index ^ key);
+}
+
 // uniform in (0, 1]: 24 random bits, never 0 (safe for log)
 HD float random_uniform(uint64_t seed, uint64_t counter) {
     return ((random_u32(seed, counter) >> 8) + 1) * (1.0f / 16777216.0f);

@@ -16,6 +16,10 @@
 #include "zero/param_layout.h"
 #include "zero/shard_plan.h"
 #include "kernels/kernels.h"
+#include "zero/zero_engine.h"
+
+#include <unistd.h>
+#include <algorithm>
 
 struct RunSetup {
     GPT2Config cfg;
@@ -24,6 +28,7 @@ struct RunSetup {
     int world = 1;              // ranks in the job
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
+    bool offload_optimizer = false, offload_param = false, offload_activations = false;
     LaunchEnv launch;
 
     MemoryQuery memory_query(const TrainOptions& o) const {
@@ -36,8 +41,26 @@ struct RunSetup {
         q.seq_len = o.seq_len;
         q.recompute = o.recompute;
         q.micro_steps = micro_steps;
+        q.offload_optimizer = offload_optimizer;
+        q.offload_param = offload_param;
+        q.offload_activations = offload_activations;
         q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg);
         return q;
+    }
+    ZeroConfig zero_config(const TrainOptions& o) const {
+        ZeroConfig z;
+        z.stage = o.zero_stage;
+        z.micro_steps = micro_steps;
+        z.offload_optimizer = offload_optimizer;
+        z.offload_param = offload_param;
+        z.seed = o.seed;
+        z.cpu_threads = cpu_threads_per_rank();
+        return z;
+    }
+    // the cores of this process, shared by the ranks it runs
+    int cpu_threads_per_rank() const {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        return (int)std::max(1L, cores / ranks_per_process);
     }
     LossScalerConfig scaler_config(const TrainOptions& o) const {
         LossScalerConfig c;
@@ -60,6 +83,12 @@ inline DType parse_precision(const std::string& p) {
     if (p == "bf16") return DType::BF16;
     if (p == "fp16") return DType::F16;
     fail("--precision must be fp32, bf16 or fp16 (got '%s')", p.c_str());
+}
+
+inline bool parse_offload(const std::string& v, const char* flag) {
+    if (v == "none") return false;
+    if (v == "cpu") return true;
+    fail("%s must be none or cpu (got '%s'; nvme is not supported)", flag, v.c_str());
 }
 
 inline RunSetup make_run_setup(const TrainOptions& o) {
@@ -106,6 +135,15 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     // ZeRO
     CHECK(o.zero_stage >= 0 && o.zero_stage <= 3, "-z (ZeRO stage) must be 0, 1, 2 or 3 (got %d)", o.zero_stage);
     CHECK(o.recompute >= 0 && o.recompute <= 2, "-r (recompute) must be 0, 1 or 2 (got %d)", o.recompute);
+    r.offload_optimizer = parse_offload(o.offload_optimizer, "--offload_optimizer");
+    r.offload_param = parse_offload(o.offload_param, "--offload_param");
+    r.offload_activations = o.offload_activations != 0;
+    CHECK(!r.offload_optimizer || o.zero_stage >= 1,
+          "--offload_optimizer cpu needs ZeRO stage 1, 2 or 3 (stage 0 keeps every state on every rank)");
+    CHECK(!r.offload_param || (o.zero_stage == 3 && r.offload_optimizer),
+          "--offload_param cpu needs -z 3 and --offload_optimizer cpu (the CPU updates the slices it holds)");
+    CHECK(!r.offload_activations || o.recompute == 2,
+          "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
     ParamLayout layout(r.cfg);
     std::string err = ShardPlan(layout.unit_specs(), r.world, SHARD_ALIGN).validate();
     CHECK(err.empty(), "%s", err.c_str());
@@ -119,6 +157,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= 0 && o.gen_tokens >= 0 &&
               o.val_max_batches >= 1,
           "-v, -s, -n and -g must be >= 0, -m >= 1");
+    CHECK(o.device_memory_mib >= 0, "--device_memory must be >= 0 MiB");
     CHECK(!o.resume || !o.output_dir.empty(), "-y 1 (resume) needs -o, the directory holding the checkpoints");
     CHECK(o.checkpoint_every == 0 || !o.output_dir.empty(), "-n (checkpoint every) needs -o");
     if (r.dtype == DType::F16)

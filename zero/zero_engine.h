@@ -15,12 +15,19 @@
 // After the update, stages 1 and 2 all-gather the new parameters; stage 3
 // gathers each unit before its forward and again before its backward.
 //
-// Streams: kernels run on the compute stream; collectives on the comm stream.
-// They are ordered by events only. Gradient accumulation: stages 0 and 1
-// accumulate in the full gradient buffer and communicate on the last
-// micro-step; stages 2 and 3 reduce-scatter every micro-step and accumulate into
-// their gradient slices. Gradients are in the compute dtype throughout (as in
-// the ZeRO paper's accounting); masters and moments are fp32.
+// Offload (ZeRO-Offload): with offload_optimizer the master, m and v slices
+// live in host memory, each unit's reduced gradient slice is copied to the host
+// as soon as its reduce-scatter is done (and accumulated there), a CPU AdamW
+// updates the slices and the new compute-dtype parameters go back up unit by
+// unit. With offload_param (stage 3) the compute-dtype slices themselves live
+// on the host and are copied up just before each unit's all-gather.
+//
+// Streams: kernels run on the compute stream; collectives and copies on the
+// comm stream. They are ordered by events only. Gradient accumulation: stages
+// 0 and 1 accumulate in the full gradient buffer and communicate on the last
+// micro-step; stages 2 and 3 reduce-scatter every micro-step and accumulate
+// into their gradient slices. Gradients are in the compute dtype throughout (as
+// in the ZeRO paper's accounting); masters and moments are fp32.
 #pragma once
 
 #include <cmath>
@@ -29,11 +36,22 @@
 
 #include "kernels/kernels.h"
 #include "zero/comm.h"
+#include "zero/cpu_adamw.h"
+#include "zero/host_tasks.h"
 #include "zero/memory.h"
 #include "zero/param_layout.h"
 #include "zero/rng.h"
 #include "zero/shard_plan.h"
 #include "zero/unit_slots.h"
+
+struct ZeroConfig {
+    int stage = 1;
+    int micro_steps = 1;             // gradient accumulation
+    bool offload_optimizer = false;  // stages 1-3: master, m, v (and gradient slices) in host memory
+    bool offload_param = false;      // stage 3 with offload_optimizer: the compute-dtype slices in host memory
+    uint64_t seed = 0;               // stochastic rounding of the bf16 parameter copies
+    int cpu_threads = 1;             // the CPU AdamW's threads (offload)
+};
 
 struct OptimizerConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
@@ -49,32 +67,40 @@ struct StepResult {
 template <typename T>
 class ZeroEngine {
   public:
-    // seed: the stream of stochastic rounding for the bf16 parameter copies
-    ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_, int stage_,
-               int micro_steps_, uint64_t seed_)
+    ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_,
+               const ZeroConfig& cfg)
         : layout(layout_),
           plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN),
           comm(comm_),
           mem(mem_),
           ctx(compute_),
-          stage(stage_),
-          micro_steps(micro_steps_),
+          stage(cfg.stage),
+          micro_steps(cfg.micro_steps),
           rank(comm_.rank),
           world(comm_.world),
-          seed(seed_) {
+          seed(cfg.seed),
+          offload_optimizer(cfg.offload_optimizer),
+          offload_param(cfg.offload_param) {
         std::string err = plan.validate();
         CHECK(err.empty(), "%s", err.c_str());
         CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
+        CHECK(!offload_optimizer || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3");
+        CHECK(!offload_param || (stage == 3 && offload_optimizer),
+              "parameter offload needs ZeRO stage 3 and optimizer offload");
         comm_stream = stream_create();
         compute_done = event_create();
         comm_done = event_create();
+        for (Event& e : staging_ready) e = event_create();
         pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
         norm_pieces = plan.pieces_of_rank(rank);
+        if (offload_optimizer) cpu_adam = std::make_unique<CpuAdamW>(cfg.cpu_threads);
         allocate();
     }
     ~ZeroEngine() {
+        host_tasks.drain();
         param_slots.reset();
         grad_slots.reset();
+        for (Event& e : staging_ready) event_destroy(e);
         event_destroy(compute_done);
         event_destroy(comm_done);
         stream_destroy(comm_stream);
@@ -89,6 +115,7 @@ class ZeroEngine {
     const KernelCtx ctx;
     const int stage, micro_steps, rank, world;
     const uint64_t seed;
+    const bool offload_optimizer, offload_param;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
     // ---------------------------------------------------------------------
@@ -103,7 +130,7 @@ class ZeroEngine {
         for (int u = 0; u < plan.num_units(); u++) {
             unit_values.assign(plan.padded[u], 0.0f);
             fill(u, unit_values.data());
-            upload_unit(u, unit_values.data());
+            keep_unit(u, unit_values.data());
         }
         stream_sync(ctx.stream);
     }
@@ -140,7 +167,8 @@ class ZeroEngine {
         stream_wait(ctx.stream, comm_done);
     }
 
-    // Unit u's full parameters, ready on the compute stream.
+    // Unit u's full parameters, ready on the compute stream. Stage 3 gathers
+    // them here (unless prefetched) and starts gathering the next unit visited.
     const T* acquire_params(int u) {
         CHECK(cursor < visits.size() && visits[cursor] == u,
               "internal: model visited unit %d out of order (expected %d)", u,
@@ -161,10 +189,7 @@ class ZeroEngine {
         if (stage < 3) return;
         UnitSlot<T>* slot = param_slots->holding(u);
         CHECK(slot && slot->in_use, "internal: release of unit %d that is not held", u);
-        event_record(slot->free, ctx.stream);
-        slot->in_use = false;
-        slot->unit = -1;
-        mem.set_live(slot->ptr, false);
+        vacate(*slot, ctx.stream);
     }
 
     // Drop prefetched units a pass did not use (an evaluation pass stops at the
@@ -172,10 +197,7 @@ class ZeroEngine {
     void end_pass() {
         if (stage < 3) return;
         for (auto& s : param_slots->slots)
-            if (s.unit >= 0 && !s.in_use) {
-                s.unit = -1;
-                mem.set_live(s.ptr, false);
-            }
+            if (s.unit >= 0 && !s.in_use) vacate(s, comm_stream);
     }
 
     // Unit u's full-size gradient buffer to accumulate into, on the compute
@@ -209,26 +231,30 @@ class ZeroEngine {
         event_record(compute_done, ctx.stream);
         stream_wait(comm_stream, compute_done);
         size_t slice = plan.slice_numel(u);
+        T* host_slice = offload_optimizer ? host_grads + plan.shard_offset[u] : nullptr;
         if (stage == 0) {
             comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
         } else if (stage == 1) {
-            T* unit_grads = grads_full + plan.full_offset[u];
-            comm.reduce_scatter_sum(unit_grads, unit_grads + rank * slice, slice, dtype_of<T>::value, comm_stream);
+            T* mine = grads_full + plan.full_offset[u] + rank * slice;
+            comm.reduce_scatter_sum(mine - rank * slice, mine, slice, dtype_of<T>::value, comm_stream);
+            if (offload_optimizer) device_copy(host_slice, mine, slice * sizeof(T), comm_stream);
         } else {
             UnitSlot<T>* slot = grad_slots->holding(u);
             CHECK(slot, "internal: gradients of unit %d finished but not held", u);
             comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
-            KernelCtx c = ctx;
-            c.stream = comm_stream;
-            accumulate(c, grad_shard + plan.shard_offset[u], comm_buffer, slice, micro_step == 0);
-            event_record(slot->free, comm_stream);
-            slot->unit = -1;
-            slot->in_use = false;
-            mem.set_live(slot->ptr, false);
-            if (!grad_shard_live) {
-                grad_shard_live = true;
-                mem.set_live(grad_shard, true);
+            if (offload_optimizer) {
+                accumulate_on_host(host_slice, slice, micro_step == 0);
+            } else {
+                KernelCtx c = ctx;
+                c.stream = comm_stream;
+                accumulate(c, grad_shard + plan.shard_offset[u], comm_buffer, slice, micro_step == 0);
             }
+            vacate(*slot, comm_stream);
+        }
+        T* held = offload_optimizer ? host_grads : stage >= 2 ? grad_shard : nullptr;
+        if (held && !shard_grads_live) {
+            shard_grads_live = true;
+            mem.set_live(held, true);
         }
         event_record(comm_done, comm_stream);
     }
@@ -238,16 +264,21 @@ class ZeroEngine {
     // this rank's pieces, then (stages 1, 2) all-gather the new parameters.
     StepResult step(float lr, const OptimizerConfig& oc, float loss_scale) {
         stream_wait(ctx.stream, comm_done);  // all gradient collectives are complete
+        if (offload_optimizer) {             // and every slice has arrived on the host
+            stream_sync(comm_stream);
+            host_tasks.drain();
+        }
 
         // sum of squares over the slices this rank owns, in every stage (stage 0
         // too), so the norm has the same bits whatever the stage
+        std::vector<float> partials(norm_pieces.size());
         for (size_t i = 0; i < norm_pieces.size(); i++) {
             const ShardPiece& p = norm_pieces[i];
-            if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
+            if (offload_optimizer) partials[i] = (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
+            else if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
             else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
         }
-        std::vector<float> partials(norm_pieces.size());
-        copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
+        if (!offload_optimizer) copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         double local = 0.0;
         for (float p : partials) local += p;
         double total = comm.sum_scalar(local);  // non-finite if any rank saw inf/NaN
@@ -270,34 +301,14 @@ class ZeroEngine {
         s.bias_correction1 = 1.0f - powf(oc.beta1, (float)adam_t);
         s.bias_correction2 = 1.0f - powf(oc.beta2, (float)adam_t);
         s.rounding_seed = rounding_seed(adam_t);
-        for (const ShardPiece& p : pieces) {
-            s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-            T* param = stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
-            float* w = master + p.shard_offset;
-            float* m = adam_m + p.shard_offset;
-            float* v = adam_v + p.shard_offset;
-            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, param, p.numel, s, p.full_offset);
-            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, param, p.numel, s, p.full_offset);
-        }
-        if (stage == 1 || stage == 2) {
-            event_record(compute_done, ctx.stream);
-            stream_wait(comm_stream, compute_done);
-            for (int u = 0; u < plan.num_units(); u++) {
-                T* unit = params_full + plan.full_offset[u];
-                size_t slice = plan.slice_numel(u);
-                comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, comm_stream);
-            }
-            event_record(comm_done, comm_stream);
-        }
+        if (offload_optimizer) step_on_host(s, oc);
+        else step_on_device(s, oc);
         finish_step();
         return result;
     }
 
-    // Stream handles for the trainer (e.g. timing) and tests.
-    Stream comm_stream_handle() const { return comm_stream; }
-
     // Raw state, for checkpoints and tests. Master/m/v are indexed by the
-    // pieces' shard_offset (stage 0: the full offset).
+    // pieces' shard_offset (stage 0: the full offset); they may be host memory.
     float* master_weights() { return master; }
     float* adam_m_state() { return adam_m; }
     float* adam_v_state() { return adam_v; }
@@ -313,45 +324,38 @@ class ZeroEngine {
     const T* unit_for_export(int u) {
         if (stage < 3) return params_full + plan.full_offset[u];
         UnitSlot<T>* slot = gather_params(u);
+        CHECK(slot, "internal: no free slot to export unit %d", u);
         stream_wait(ctx.stream, slot->ready);
         slot->in_use = true;
         return slot->ptr;
     }
     void done_with_unit(int u) {
         if (stage < 3) return;
-        UnitSlot<T>* slot = param_slots->holding(u);
-        event_record(slot->free, ctx.stream);
-        slot->in_use = false;
-        slot->unit = -1;
-        mem.set_live(slot->ptr, false);
+        vacate(*param_slots->holding(u), ctx.stream);
     }
 
     // After loading master weights (checkpoint resume): rebuild the compute-dtype
     // copy exactly as the AdamW step that produced them wrote it.
     void refresh_params_from_master() {
         std::vector<float> host;
+        std::vector<T> rounded;
         uint64_t rs = rounding_seed(adam_t);
         for (const ShardPiece& p : pieces) {
             host.resize(p.numel);
+            rounded.resize(p.numel);
             copy_to_host(host.data(), master + p.shard_offset, p.numel * sizeof(float));
-            std::vector<T> rounded(p.numel);
             for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, p.full_offset + i);
-            T* dst = stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
-            copy_to_device(dst, rounded.data(), p.numel * sizeof(T));
+            copy_to_device(own_params(p), rounded.data(), p.numel * sizeof(T));
         }
         if (stage == 1 || stage == 2)
-            for (int u = 0; u < plan.num_units(); u++) {
-                T* unit = params_full + plan.full_offset[u];
-                size_t slice = plan.slice_numel(u);
-                comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, ctx.stream);
-            }
+            for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
         stream_sync(ctx.stream);
     }
 
     // The stochastic-rounding stream of optimizer step t.
     uint64_t rounding_seed(int t) const { return mix64(seed ^ (0x5eedull << 40) ^ (uint64_t)t); }
 
-    // host <-> device copies of this rank (blocking; start-up, checkpoints, norms)
+    // blocking copies of this rank (start-up, checkpoints): either side may be host memory
     void copy_to_host(void* dst, const void* src, size_t bytes) {
         device_copy(dst, src, bytes, ctx.stream);
         stream_sync(ctx.stream);
@@ -368,65 +372,162 @@ class ZeroEngine {
     std::vector<ShardPiece> norm_pieces;  // this rank's slices (for the global norm)
     std::vector<int> visits;
     size_t cursor = 0;
-    bool grads_live = false, grad_shard_live = false;
+    bool grads_live = false, shard_grads_live = false;
 
-    T* params_full = nullptr;   // stages 0-2: (full_numel)
-    T* params_shard = nullptr;  // stage 3: (shard_numel)
-    T* grads_full = nullptr;    // stages 0-1: (full_numel)
-    T* grad_shard = nullptr;      // stages 2-3: (shard_numel)
-    T* comm_buffer = nullptr;     // stages 2-3: one slice, the reduce-scatter's landing place
-    float* master = nullptr;
+    T* params_full = nullptr;    // stages 0-2: (full_numel)
+    T* params_shard = nullptr;   // stage 3: (shard_numel), on the host with offload_param
+    T* grads_full = nullptr;     // stages 0-1: (full_numel)
+    T* grad_shard = nullptr;     // stages 2-3 without offload: (shard_numel)
+    T* comm_buffer = nullptr;    // stages 2-3: one slice, the reduce-scatter's landing place
+    float* master = nullptr;     // fp32 master, Adam m and v: (optimizer_numel), host with offload
     float* adam_m = nullptr;
     float* adam_v = nullptr;
     float* norm_partials = nullptr;
     std::unique_ptr<UnitSlots<T>> param_slots, grad_slots;
 
+    // optimizer offload
+    std::unique_ptr<CpuAdamW> cpu_adam;
+    HostTasks host_tasks;
+    T* host_grads = nullptr;        // (shard_numel): reduced gradient slices on the host
+    T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output (the shard itself with offload_param)
+    T* host_staging[2] = {};        // stages 2-3: two slices, where reduced slices land on the host
+    Event staging_ready[2] = {};
+    uint64_t staging_task[2] = {};  // the host task that last read each staging slice
+    bool staging_used[2] = {};
+    int next_staging = 0;
+    T* param_staging = nullptr;     // offload_param: one device slice per parameter slot
+
     void allocate() {
-        size_t full = plan.full_numel, shard = plan.shard_numel;
+        size_t full = plan.full_numel, shard = plan.shard_numel, slice = plan.largest_slice();
+        const Arena D = Arena::Device, H = Arena::Host;
         if (stage < 3) {
-            params_full = mem.allocate_array<T>(full, MemKind::Params, Arena::Device, "params", true);
+            params_full = mem.allocate_array<T>(full, MemKind::Params, D, "params", true);
         } else {
-            params_shard = mem.allocate_array<T>(shard, MemKind::Params, Arena::Device, "params_shard", true);
+            params_shard = mem.allocate_array<T>(shard, MemKind::Params, offload_param ? H : D, "params_shard", true);
             param_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Params, "params_gathered");
+            if (offload_param)
+                param_staging = mem.allocate_array<T>(3 * slice, MemKind::Params, D, "params_upload", false);
         }
         if (stage < 2) {
-            grads_full = mem.allocate_array<T>(full, MemKind::Grads, Arena::Device, "grads", false);
+            grads_full = mem.allocate_array<T>(full, MemKind::Grads, D, "grads", false);
         } else {
             grad_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Grads, "grads_unit");
-            grad_shard = mem.allocate_array<T>(shard, MemKind::Grads, Arena::Device, "grads_shard", false);
-            comm_buffer = mem.allocate_array<T>(plan.largest_slice(), MemKind::Comm, Arena::Device,
-                                                "reduce_scatter_landing", false);
+            comm_buffer = mem.allocate_array<T>(slice, MemKind::Comm, D, "reduce_scatter_landing", false);
+            if (!offload_optimizer) grad_shard = mem.allocate_array<T>(shard, MemKind::Grads, D, "grads_shard", false);
         }
         size_t opt = optimizer_numel();
-        master = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "master_fp32", true);
-        adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "adam_m", true);
-        adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, Arena::Device, "adam_v", true);
-        norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, Arena::Device,
-                                                  "norm_partials", false);
+        Arena oa = offload_optimizer ? H : D;
+        master = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "master_fp32", true);
+        adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "adam_m", true);
+        adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "adam_v", true);
+        if (offload_optimizer) {
+            host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
+            host_params = offload_param ? params_shard
+                                        : mem.allocate_array<T>(shard, MemKind::Params, H, "params_shard_host", true);
+            if (stage >= 2)
+                for (int k = 0; k < 2; k++)
+                    host_staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H,
+                                                            "grads_landing_host" + std::to_string(k), false);
+        } else {
+            norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, D, "norm_partials", false);
+        }
     }
 
-    // Stage 3: all-gather unit u into a vacant slot, on the comm stream.
+    // Where this rank's compute-dtype copy of piece p lives.
+    T* own_params(const ShardPiece& p) const {
+        return stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
+    }
+
+    // Stages 1-2: all-gather unit u's parameters in place (each rank has updated its slice).
+    void gather_full_params(int u, Stream s) {
+        T* unit = params_full + plan.full_offset[u];
+        size_t slice = plan.slice_numel(u);
+        comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, s);
+    }
+
+    // Stage 3: all-gather unit u into a vacant slot, on the comm stream (copying
+    // this rank's slice up from the host first with offload_param).
     UnitSlot<T>* gather_params(int u) {
         UnitSlot<T>* slot = param_slots->vacant_for(u);
         if (!slot) return nullptr;
         stream_wait(comm_stream, slot->free);
         size_t slice = plan.slice_numel(u);
-        comm.all_gather(params_shard + plan.shard_offset[u], slot->ptr, slice, dtype_of<T>::value, comm_stream);
+        const T* mine = params_shard + plan.shard_offset[u];
+        if (offload_param) {
+            T* up = param_staging + (slot - param_slots->slots.data()) * plan.largest_slice();
+            device_copy(up, mine, slice * sizeof(T), comm_stream);
+            mine = up;
+        }
+        comm.all_gather(mine, slot->ptr, slice, dtype_of<T>::value, comm_stream);
         event_record(slot->ready, comm_stream);
         slot->unit = u;
         mem.set_live(slot->ptr, true);
         return slot;
     }
 
+    // A slot's contents are no longer needed once `s` gets here.
+    void vacate(UnitSlot<T>& slot, Stream s) {
+        event_record(slot.free, s);
+        slot.in_use = false;
+        slot.unit = -1;
+        mem.set_live(slot.ptr, false);
+    }
+
+    // Offload, stages 2-3: copy the reduced slice (in comm_buffer) down to a host
+    // staging slice, then add it into the host gradient slice once it is there.
+    void accumulate_on_host(T* host_slice, size_t n, bool overwrite) {
+        int k = next_staging;
+        next_staging ^= 1;
+        if (staging_used[k]) host_tasks.wait(staging_task[k]);  // its previous slice has been added
+        T* staging = host_staging[k];
+        device_copy(staging, comm_buffer, n * sizeof(T), comm_stream);
+        event_record(staging_ready[k], comm_stream);
+        staging_task[k] = host_tasks.submit(staging_ready[k], [=] { accumulate_cpu(host_slice, staging, n, overwrite); });
+        staging_used[k] = true;
+    }
+
+    void step_on_device(AdamWStep s, const OptimizerConfig& oc) {
+        for (const ShardPiece& p : pieces) {
+            s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+            float *w = master + p.shard_offset, *m = adam_m + p.shard_offset, *v = adam_v + p.shard_offset;
+            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, p.full_offset);
+            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, p.full_offset);
+        }
+        if (stage == 1 || stage == 2) {
+            event_record(compute_done, ctx.stream);
+            stream_wait(comm_stream, compute_done);
+            for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, comm_stream);
+            event_record(comm_done, comm_stream);
+        }
+    }
+
+    // The CPU AdamW, unit by unit; each unit's new parameters go up (and, at
+    // stages 1-2, are all-gathered) while the CPU updates the next.
+    void step_on_host(AdamWStep s, const OptimizerConfig& oc) {
+        size_t next = 0;
+        for (int u = 0; u < plan.num_units(); u++) {
+            for (; next < pieces.size() && pieces[next].unit == u; next++) {
+                const ShardPiece& p = pieces[next];
+                s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+                size_t o = p.shard_offset;
+                cpu_adam->step(master + o, adam_m + o, adam_v + o, host_grads + o, host_params + o, p.numel, s,
+                               p.full_offset);
+            }
+            if (offload_param) continue;  // the host slices are the parameters
+            size_t slice = plan.slice_numel(u);
+            T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
+            device_copy(dst, host_params + plan.shard_offset[u], slice * sizeof(T), comm_stream);
+            if (stage < 3) gather_full_params(u, comm_stream);
+        }
+        event_record(comm_done, comm_stream);
+    }
+
     // Keeps this rank's part of one unit given its full fp32 values.
-    void upload_unit(int u, const float* values) {
+    void keep_unit(int u, const float* values) {
         size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
         // fp32 masters of what this rank updates, at their optimizer offsets
-        if (stage == 0) {
-            copy_to_device(master + F, values, P * sizeof(float));
-        } else {
-            copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
-        }
+        if (stage == 0) copy_to_device(master + F, values, P * sizeof(float));
+        else copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
         uint64_t rs = rounding_seed(0);
@@ -439,7 +540,8 @@ class ZeroEngine {
 
     void finish_step() {
         if (grads_live) mem.set_live(grads_full, false);
-        if (grad_shard_live) mem.set_live(grad_shard, false);
-        grads_live = grad_shard_live = false;
+        T* held = offload_optimizer ? host_grads : stage >= 2 ? grad_shard : nullptr;
+        if (shard_grads_live && held) mem.set_live(held, false);
+        grads_live = shard_grads_live = false;
     }
 };

@@ -27,7 +27,7 @@ template <typename Tp> HD Tp round_param(float p, uint64_t seed, size_t full_ind
 template <> HD float round_param<float>(float p, uint64_t, size_t) { return p; }
 template <> HD f16 round_param<f16>(float p, uint64_t, size_t) { return from_float<f16>(p); }
 template <> HD bf16 round_param<bf16>(float p, uint64_t seed, size_t full_index) {
-    return bf16_from_float_stochastic(p, random_u32(seed, full_index));
+    return bf16_from_float_stochastic(p, rounding_bits(seed, full_index));
 }
 
 HD float adamw_update(float& master, float& m, float& v, float g, const AdamWStep& s) {

@@ -1,0 +1,138 @@
+// Workbench: fused AdamW (kernels/adamw.cuh) against kernels/cpu/adamw.h, and
+// its bandwidth as a fraction of a device-to-device copy (target >= 85%).
+//   make -C dev/cuda adamw && ./dev/cuda/adamw [check]
+//
+// Both sides run the same adamw_update / round_param code. In the normal build
+// nvcc may contract a*b+c into one FMA on the device where the host does two
+// roundings, so master/m/v can differ in the last bit (checked at 1e-6 of the
+// largest value) and a bf16 copy, whose stochastic rounding looks at every bit
+// of the fp32 master, can then round the other way: allowed for at most 1e-4
+// of the elements, and never by more than one bf16 step.
+// adamw_exact is this file built with -fmad=false (and the host with
+// -ffp-contract=off): the device then does exactly the CPU's operations
+// (IEEE add/mul/div/sqrt, same order), so everything must match bit for bit.
+#include "dev/cuda/common.h"
+#include "kernels/adamw.cuh"
+#include "kernels/cpu/adamw.h"
+
+#ifndef ADAMW_EXACT
+#define ADAMW_EXACT 0
+#endif
+
+AdamWStep make_step(int t) {
+    AdamWStep s;
+    s.lr = 6e-4f;
+    s.beta1 = 0.9f;
+    s.beta2 = 0.95f;
+    s.eps = 1e-8f;
+    s.weight_decay = 0.1f;
+    s.grad_scale = 0.7f;  // e.g. 1/loss_scale times a clip coefficient
+    s.bias_correction1 = 1.0f - powf(s.beta1, (float)t);
+    s.bias_correction2 = 1.0f - powf(s.beta2, (float)t);
+    s.rounding_seed = 0x5eed0000ull + t;
+    return s;
+}
+
+// compute-dtype copies: exact, or (normal build, bf16) a few 1-step flips of the stochastic rounding
+template <typename Tp>
+void check_param(Bench& b, const std::string& what, const std::vector<Tp>& got, const std::vector<Tp>& ref) {
+    if (ADAMW_EXACT || sizeof(Tp) == 4 || dtype_of<Tp>::value == DType::F16) {
+        if (ADAMW_EXACT) check_exact(b, what, got, ref);
+        else check_close(b, what, got, ref, 1e-6, 1e-3);
+        return;
+    }
+    size_t flips = 0, bad = 0;
+    for (size_t i = 0; i < ref.size(); i++) {
+        uint16_t g, r;
+        memcpy(&g, &got[i], 2), memcpy(&r, &ref[i], 2);
+        if (g != r) {
+            flips++;
+            if ((int)g - (int)r != 1 && (int)r - (int)g != 1) bad++;
+        }
+    }
+    bool ok = bad == 0 && flips <= ref.size() / 10000 + 1;
+    char detail[160];
+    snprintf(detail, sizeof(detail), "%zu/%zu one-step flips, %zu larger (tol 1e-4)", flips, ref.size(), bad);
+    b.record(ok, what, detail);
+}
+
+template <typename Tg, typename Tp>
+void test_adamw(Bench& b, size_t n, size_t offset, bool with_param, bool timed) {
+    std::string tag = shape_str("[g %s, p %s] n=%zu offset=%zu%s", tname<Tg>(), tname<Tp>(), n, offset,
+                                with_param ? "" : " param=null");
+    BenchCtx bc(1, 8);
+    const KernelCtx& ctx = bc;
+    const size_t full_offset = 1234567;  // the piece's place in the full flat buffer
+    std::vector<float> master = rand_vec<float>(n, 61, -0.2f, 0.2f);
+    std::vector<float> m = rand_vec<float>(n, 62, -1e-3f, 1e-3f);
+    std::vector<float> v = rand_vec<float>(n, 63, 1e-8f, 1e-5f);
+    std::vector<Tg> grad = rand_vec<Tg>(n, 64, -0.01f, 0.01f);
+    std::vector<Tp> param(n);
+    AdamWStep s = make_step(7);
+
+    std::vector<float> rm = master, rmm = m, rv = v;
+    std::vector<Tp> rp(n);
+    adamw_cpu(rm.data(), rmm.data(), rv.data(), grad.data(), with_param ? rp.data() : (Tp*)nullptr, n, s, full_offset);
+
+    DevBuf<float> d_master(n + offset), d_m(n + offset), d_v(n + offset);
+    DevBuf<Tg> d_grad(n + offset);
+    DevBuf<Tp> d_param(n + offset);
+    auto up = [&](auto& dst, const auto& h) {
+        h2d(dst.ptr + offset, h.data(), n * sizeof(h[0]));
+    };
+    auto down = [&](const auto& src, auto& h) {
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemcpy(h.data(), src.ptr + offset, n * sizeof(h[0]), cudaMemcpyDeviceToHost));
+    };
+    up(d_master, master), up(d_m, m), up(d_v, v), up(d_grad, grad);
+    adamw_cuda(ctx, d_master.ptr + offset, d_m.ptr + offset, d_v.ptr + offset, d_grad.ptr + offset,
+               with_param ? d_param.ptr + offset : (Tp*)nullptr, n, s, full_offset);
+    std::vector<float> gm(n), gmm(n), gv(n);
+    std::vector<Tp> gp(n);
+    down(d_master, gm), down(d_m, gmm), down(d_v, gv);
+    if (ADAMW_EXACT) {
+        check_exact(b, "adamw master " + tag, gm, rm);
+        check_exact(b, "adamw m " + tag, gmm, rmm);
+        check_exact(b, "adamw v " + tag, gv, rv);
+    } else {
+        check_close(b, "adamw master " + tag, gm, rm, 1e-6);
+        check_close(b, "adamw m " + tag, gmm, rmm, 1e-6);
+        check_close(b, "adamw v " + tag, gv, rv, 1e-6);
+    }
+    if (with_param) {
+        down(d_param, gp);
+        check_param(b, "adamw param " + tag, gp, rp);
+    }
+
+    if (timed && !b.check_only) {
+        const double bytes = (double)n * (24 + sizeof(Tg) + (with_param ? sizeof(Tp) : 0));
+        double copy = b.copy_gbps(ctx.stream, (size_t)(bytes / 2));
+        double ms = b.time_ms(ctx.stream, [&] {
+            adamw_cuda(ctx, d_master.ptr, d_m.ptr, d_v.ptr, d_grad.ptr, with_param ? d_param.ptr : (Tp*)nullptr, n, s,
+                       full_offset);
+        });
+        print_bw_vs_copy("adamw " + tag, ms, bytes, copy, 0.85);
+    }
+}
+
+int main(int argc, char** argv) {
+    Bench b(argc, argv);
+    printf("%s\n", ADAMW_EXACT ? "exact build (-fmad=false): bit-for-bit checks" : "normal build");
+    const size_t big = 124475904;  // ~ GPT-2 124M parameters
+    const bool timed = !ADAMW_EXACT;
+    const size_t n1 = b.check_only ? ((size_t)1 << 22) : big;
+    test_adamw<float, float>(b, n1, 0, true, timed);
+    test_adamw<bf16, bf16>(b, n1, 0, true, timed);
+    test_adamw<float, bf16>(b, n1, 0, true, timed);
+    test_adamw<f16, f16>(b, n1, 0, true, false);
+    test_adamw<float, f16>(b, n1, 0, true, false);
+    test_adamw<bf16, bf16>(b, n1, 0, false, timed);
+    // odd length, and unaligned pointers (scalar kernel)
+    for (size_t off : {0, 1}) {
+        test_adamw<float, float>(b, 100003, off, true, false);
+        test_adamw<bf16, bf16>(b, 100003, off, true, false);
+        test_adamw<float, bf16>(b, 100003, off, true, false);
+        test_adamw<f16, f16>(b, 100003, off, true, false);
+    }
+    return b.finish();
+}

@@ -1,0 +1,249 @@
+// Token + position embeddings on the GPU, and their deterministic backward.
+//
+// Forward: one thread per 128-bit pack of an output row, grid-stride.
+// Backward: no float atomics. On the host the (B,T) positions are bucketed by
+// token (stable, so every bucket lists its positions in (b,t) order); the
+// bucket list goes to ctx.workspace with one async copy on the stream. Then one
+// warp owns one (token, 32-pack slice of C) pair, sums dout over the token's
+// positions in order in fp32 registers (starting from the current dwte value,
+// as the CPU twin does, so the two agree bit for bit) and writes dwte once. dwpe is
+// the same with the "bucket" of position t being {b*T + t : b = 0..B-1}. Both
+// are one launch; every output element has exactly one owner and a fixed
+// summation order, so the result is bitwise reproducible.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda_common.cuh"
+
+// ----------------------------------------------------------------------------
+// forward: out (B,T,C) = wte[tokens] (Vp,C) + wpe[t] (maxT,C)
+
+template <typename T, bool VEC>
+__global__ void encoder_forward_kernel(T* __restrict__ out, const int* __restrict__ tokens, const T* __restrict__ wte,
+                                       const T* __restrict__ wpe, int BT, int T_, int C) {
+    constexpr int X = VEC ? Packed128<T>::size : 1;
+    const int packs_per_row = C / X;
+    const size_t total = (size_t)BT * packs_per_row;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x; p < total; p += stride) {
+        const int bt = (int)(p / packs_per_row);
+        const int c = (int)(p % packs_per_row) * X;
+        const int t = bt % T_;
+        const size_t tok = (size_t)__ldg(tokens + bt);
+        if constexpr (VEC) {
+            Packed128<T> a = load128ro(wte + tok * C + c);
+            Packed128<T> b = load128ro(wpe + (size_t)t * C + c);
+            Packed128<T> o;
+#pragma unroll
+            for (int k = 0; k < X; k++) o.set(k, a.get(k) + b.get(k));
+            store128(out + (size_t)bt * C + c, o);
+        } else {
+            out[(size_t)bt * C + c] = from_float<T>(to_float(wte[tok * C + c]) + to_float(wpe[(size_t)t * C + c]));
+        }
+    }
+}
+
+template <typename T>
+void encoder_forward_cuda(const KernelCtx& ctx, T* out, const int* tokens, const T* wte, const T* wpe, int B, int T_,
+                          int C) {
+    const int BT = B * T_;
+    if (BT == 0) return;
+    const int block = 256;
+    constexpr int X = Packed128<T>::size;
+    if (C % X == 0 && aligned16(out) && aligned16(wte) && aligned16(wpe)) {
+        encoder_forward_kernel<T, true>
+            <<<grid_for((size_t)BT * (C / X), block), block, 0, ctx.stream>>>(out, tokens, wte, wpe, BT, T_, C);
+    } else {
+        encoder_forward_kernel<T, false>
+            <<<grid_for((size_t)BT * C, block), block, 0, ctx.stream>>>(out, tokens, wte, wpe, BT, T_, C);
+    }
+    cudaLaunchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// backward
+
+// The bucket description in ctx.workspace (ints):
+//   order[BT]                 positions b*T+t sorted by (token, position)
+//   runs[3*R]                 (token, begin, end) per distinct token: order[begin, end) are its positions;
+//                             runs sorted by length, longest first, so that the
+//                             longest serial sums are scheduled first
+constexpr size_t encoder_backward_workspace_ints(size_t BT) { return 4 * BT + 4; }
+
+// One warp per work item. Items [0, R*nslices): dwte runs; items [R*nslices,
+// (R+T)*nslices): dwpe positions. A slice is 32 lanes x X channels.
+template <typename T, bool VEC>
+__global__ void __launch_bounds__(128)
+    encoder_backward_kernel(T* dwte, T* dwpe, const T* __restrict__ dout, const int* __restrict__ order,
+                            const int* __restrict__ runs, int R, int B, int T_, int C) {
+    constexpr int X = VEC ? Packed128<T>::size : 1;
+    const int nslices = cdiv(C, 32 * X);
+    const long long item = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (item >= (long long)(R + T_) * nslices) return;
+    const int slice = (int)(item % nslices);
+    const int c = (slice * 32 + lane) * X;
+    if (c >= C) return;
+
+    // The sum starts from the current gradient and adds the rows in order, the
+    // same association as the CPU twin, so both give the same bits.
+    float acc[X];
+    auto start_from = [&](const T* row) {
+        if constexpr (VEC) {
+            Packed128<T> w = load128(row);
+#pragma unroll
+            for (int k = 0; k < X; k++) acc[k] = w.get(k);
+        } else {
+            acc[0] = to_float(*row);
+        }
+    };
+    auto add_row = [&](int pos) {
+        if constexpr (VEC) {
+            Packed128<T> d = load128cs(dout + (size_t)pos * C + c);
+#pragma unroll
+            for (int k = 0; k < X; k++) acc[k] += d.get(k);
+        } else {
+            acc[0] += to_float(dout[(size_t)pos * C + c]);
+        }
+    };
+
+    T* row;
+    const int r = (int)(item / nslices);
+    if (r < R) {
+        const int token = runs[3 * r], begin = runs[3 * r + 1], end = runs[3 * r + 2];
+        row = dwte + (size_t)token * C + c;
+        start_from(row);
+        int i = begin;
+        // four positions' loads in flight per step; they are added in order
+        for (; i + 4 <= end; i += 4) {
+            int p0 = order[i], p1 = order[i + 1], p2 = order[i + 2], p3 = order[i + 3];
+            if constexpr (VEC) {
+                Packed128<T> d0 = load128cs(dout + (size_t)p0 * C + c);
+                Packed128<T> d1 = load128cs(dout + (size_t)p1 * C + c);
+                Packed128<T> d2 = load128cs(dout + (size_t)p2 * C + c);
+                Packed128<T> d3 = load128cs(dout + (size_t)p3 * C + c);
+#pragma unroll
+                for (int k = 0; k < X; k++) {
+                    acc[k] += d0.get(k);
+                    acc[k] += d1.get(k);
+                    acc[k] += d2.get(k);
+                    acc[k] += d3.get(k);
+                }
+            } else {
+                add_row(p0), add_row(p1), add_row(p2), add_row(p3);
+            }
+        }
+        for (; i < end; i++) add_row(order[i]);
+    } else {
+        const int t = r - R;
+        row = dwpe + (size_t)t * C + c;
+        start_from(row);
+        for (int b = 0; b < B; b++) add_row(b * T_ + t);
+    }
+
+    if constexpr (VEC) {
+        Packed128<T> w;
+#pragma unroll
+        for (int k = 0; k < X; k++) w.set(k, acc[k]);
+        store128(row, w);
+    } else {
+        *row = from_float<T>(acc[0]);
+    }
+}
+
+// Pinned host staging for the bucket description. The copy to the device is
+// asynchronous, so the staging buffer must stay untouched until the copy has
+// run: an event recorded after the copy is waited on before the next reuse
+// (by then a whole step has passed, so the wait costs nothing). One per host
+// thread (each emulated rank is a thread with its own stream), created on
+// first use and grown when a larger batch arrives.
+struct EncoderStaging {
+    int* host = nullptr;
+    size_t capacity = 0;  // ints
+    cudaEvent_t copied = nullptr;
+    int device = -1;
+    ~EncoderStaging() {  // at thread exit; errors are ignored (the context may already be gone)
+        if (copied) {
+            cudaEventSynchronize(copied);
+            cudaEventDestroy(copied);
+        }
+        if (host) cudaFreeHost(host);
+    }
+    int* acquire(size_t ints) {
+        int dev = 0;
+        cudaCheck(cudaGetDevice(&dev));
+        if (copied) cudaCheck(cudaEventSynchronize(copied));  // the previous copy has read the buffer
+        if (copied && dev != device) {
+            cudaCheck(cudaEventDestroy(copied));
+            copied = nullptr;
+        }
+        if (!copied) {
+            cudaCheck(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+            device = dev;
+        }
+        if (ints > capacity) {
+            if (host) cudaCheck(cudaFreeHost(host));
+            size_t cap = ints + ints / 2;
+            cudaCheck(cudaHostAlloc((void**)&host, cap * sizeof(int), cudaHostAllocPortable));
+            capacity = cap;
+        }
+        return host;
+    }
+};
+
+template <typename T>
+void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens,
+                           const int* tokens_host, int B, int T_, int C) {
+    (void)tokens;  // the device copy is not needed: the buckets are built from tokens_host
+    const int BT = B * T_;
+    if (BT == 0) return;
+    const size_t ints = encoder_backward_workspace_ints((size_t)BT);
+    int* dev_buf = (int*)workspace_take(ctx, ints * sizeof(int), "encoder_backward");
+
+    // bucket positions by token on the host: sort (token, position) keys
+    std::vector<uint64_t> keys(BT);
+    for (int i = 0; i < BT; i++) keys[i] = ((uint64_t)(uint32_t)tokens_host[i] << 32) | (uint32_t)i;
+    std::sort(keys.begin(), keys.end());
+    struct Run {
+        int token, begin, end;
+    };
+    std::vector<Run> runs;
+    for (int i = 0; i < BT; i++) {
+        int tok = (int)(keys[i] >> 32);
+        if (runs.empty() || runs.back().token != tok) runs.push_back({tok, i, i});
+        runs.back().end = i + 1;
+    }
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const Run& a, const Run& b) { return a.end - a.begin > b.end - b.begin; });
+    const int R = (int)runs.size();
+
+    thread_local EncoderStaging staging;
+    int* h = staging.acquire(ints);
+    for (int i = 0; i < BT; i++) h[i] = (int)(uint32_t)keys[i];
+    int* h_runs = h + BT;
+    for (int r = 0; r < R; r++) {
+        h_runs[3 * r] = runs[r].token;
+        h_runs[3 * r + 1] = runs[r].begin;
+        h_runs[3 * r + 2] = runs[r].end;
+    }
+    const size_t used = (size_t)BT + 3 * (size_t)R;
+    cudaCheck(cudaMemcpyAsync(dev_buf, h, used * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+    cudaCheck(cudaEventRecord(staging.copied, ctx.stream));
+
+    const int block = 128;  // 4 warps, one work item each
+    constexpr int X = Packed128<T>::size;
+    const bool vec = C % X == 0 && aligned16(dwte) && aligned16(dwpe) && aligned16(dout);
+    const int xw = vec ? X : 1;
+    const long long warps = (long long)(R + T_) * cdiv(C, 32 * xw);
+    const unsigned grid = (unsigned)cdiv(warps * 32, (long long)block);
+    if (vec) {
+        encoder_backward_kernel<T, true>
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + BT, R, B, T_, C);
+    } else {
+        encoder_backward_kernel<T, false>
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + BT, R, B, T_, C);
+    }
+    cudaLaunchCheck();
+}

@@ -1,0 +1,8 @@
+# CUDA: the kernel workbench in check mode (every CUDA kernel against its CPU
+# twin; needs an NVIDIA GPU, skipped otherwise), and a compile of the CUDA
+# trainer (needs only nvcc, skipped without it).
+zero_script_test(NAME gpu_kernels COMMAND sh "${REPO_ROOT}/test/run_gpu_tests.sh" kernels LABELS gpu)
+set_tests_properties(gpu_kernels PROPERTIES TIMEOUT 3600)
+
+zero_script_test(NAME cuda_build COMMAND sh "${REPO_ROOT}/test/run_gpu_tests.sh" build LABELS build)
+set_tests_properties(cuda_build PROPERTIES TIMEOUT 1800)

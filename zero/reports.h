@@ -1,0 +1,76 @@
+// The per-step reports: each rank's memory after forward, after backward and
+// after the optimizer step (the homework's table) next to the predictor's
+// numbers, and the bytes each collective moved. Printed as one line per rank
+// and appended to CSV files in the output directory.
+#pragma once
+
+#include <string>
+
+#include "zero/comm.h"
+#include "zero/common.h"
+#include "zero/memory.h"
+#include "zero/memory_predictor.h"
+
+struct PhaseMemory {
+    MemCounts forward, backward, step;  // live bytes at the end of each phase
+};
+
+inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPrediction& pred,
+                              const MemoryAccountant& mem, const CommStats& comm, size_t device_used) {
+    const double MiB = 1048576.0;
+    for (int a = 0; a < NUM_ARENAS; a++) {
+        Arena arena = (Arena)a;
+        if (mem.reserved_bytes().total(arena) == 0) continue;
+        printf("  mem rank %d %-6s | after fwd %9.2f MiB (pred %9.2f) | after bwd %9.2f MiB (pred %9.2f) | after step "
+               "%9.2f MiB (pred %9.2f) | peak %9.2f | reserved %9.2f",
+               rank, arena_name(arena), m.forward.total(arena) / MiB, pred.after_forward.total(arena) / MiB,
+               m.backward.total(arena) / MiB, pred.after_backward.total(arena) / MiB, m.step.total(arena) / MiB,
+               pred.after_step.total(arena) / MiB, mem.peak_live(arena) / MiB, mem.reserved_bytes().total(arena) / MiB);
+        if (arena == Arena::Device && device_used) printf(" | device used %.2f MiB", device_used / MiB);
+        if (arena == Arena::Device)
+            printf(" | comm sent %.2f MiB recv %.2f MiB", comm.bulk_sent() / MiB, comm.bulk_recv() / MiB);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+// Rows step,rank,phase,arena,<live bytes per kind>,live_total,predicted_total,peak,reserved,device_used
+inline void append_memory_csv(const std::string& path, int step, int rank, const PhaseMemory& m,
+                              const MemoryPrediction& pred, const MemoryAccountant& mem, size_t device_used) {
+    bool fresh = !file_exists(path);
+    FILE* f = open_file(path, "a");
+    if (fresh) {
+        fprintf(f, "step,rank,phase,arena");
+        for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%s", mem_kind_name((MemKind)k));
+        fprintf(f, ",live_total,predicted_total,peak,reserved,device_used\n");
+    }
+    struct Phase {
+        const char* name;
+        const MemCounts& live;
+        const MemCounts& predicted;
+    };
+    const Phase phases[3] = {{"forward", m.forward, pred.after_forward},
+                             {"backward", m.backward, pred.after_backward},
+                             {"step", m.step, pred.after_step}};
+    for (const Phase& ph : phases)
+        for (int a = 0; a < NUM_ARENAS; a++) {
+            Arena arena = (Arena)a;
+            if (mem.reserved_bytes().total(arena) == 0) continue;
+            fprintf(f, "%d,%d,%s,%s", step, rank, ph.name, arena_name(arena));
+            for (int k = 0; k < NUM_MEM_KINDS; k++) fprintf(f, ",%zu", ph.live.get(arena, (MemKind)k));
+            fprintf(f, ",%zu,%zu,%zu,%zu,%zu\n", ph.live.total(arena), ph.predicted.total(arena), mem.peak_live(arena),
+                    mem.reserved_bytes().total(arena), arena == Arena::Device ? device_used : 0);
+        }
+    fclose(f);
+}
+
+// Rows step,rank,op,calls,bytes_sent,bytes_recv: every collective of this rank, as its backend counted them.
+inline void append_comm_csv(const std::string& path, int step, int rank, const CommStats& st) {
+    bool fresh = !file_exists(path);
+    FILE* f = open_file(path, "a");
+    if (fresh) fprintf(f, "step,rank,op,calls,bytes_sent,bytes_recv\n");
+    for (int op = 0; op < NUM_COMM_OPS; op++)
+        fprintf(f, "%d,%d,%s,%llu,%llu,%llu\n", step, rank, comm_op_name((CommOp)op), (unsigned long long)st.calls[op],
+                (unsigned long long)st.sent[op], (unsigned long long)st.recv[op]);
+    fclose(f);
+}
