@@ -38,7 +38,7 @@ include data/data.mk
 # about ten minutes on two cores.
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 TRAIN_OUT ?= out/train
-CPU_TRAIN_FLAGS ?= -e L=4,H=4,C=128,V=50257,T=64 -b 16 -t 64 -l 2e-3 -u 20 -q 0.1 -c 0.1 -x 400 -v 50 -m 32 -s 100 -g 48
+CPU_TRAIN_FLAGS ?= -e L=4,H=4,C=128,V=50257,T=64 -b 16 -t 64 -l 2e-3 -u 20 -q 0.1 -c 0.1 -x 500 -v 50 -m 32 -s 100 -g 48
 GPU_TRAIN_FLAGS ?= -e d12 -b 16 -t 1024 -l 6e-4 -u 50 -q 0.1 -c 0.1 -x 500 -v 50 -s 100
 
 train: data

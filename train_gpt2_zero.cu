@@ -32,6 +32,7 @@
 #include "zero/memory_predictor.h"
 #include "zero/model_file.h"
 #include "zero/param_layout.h"
+#include "zero/peak_flops.h"
 #include "zero/reports.h"
 #include "zero/run_setup.h"
 #include "zero/zero_engine.h"
@@ -416,6 +417,25 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         return comm.sum_scalar(sum) / tokens;
     };
 
+    // MFU: model flops per second over the measured matmul peak of the devices in use
+    // (emulated ranks share one device; NCCL ranks have one each)
+    double peak = 0.0;
+    comm.barrier();  // nobody computes while rank 0 measures
+    if (rank0) {
+#ifdef ZERO_CUDA
+        peak = measure_matmul_peak_flops<T>(ctx, 8192);
+#else
+        // every core of the process: the other ranks wait at the barrier
+        omp_set_num_threads(omp_get_num_procs());
+        peak = measure_matmul_peak_flops<T>(ctx, 1024);
+        omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+#endif
+        peak *= run.launch.world > 1 ? world : 1;
+        printf("measured matmul peak: %.1f TFLOP/s (%s); model: %.1f GFLOP per token\n", peak / 1e12,
+               dtype_name(run.dtype), train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) / 1e9);
+    }
+    comm.barrier();
+    const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;
     if (rank0) {
         printf("training %d steps from step %d: %ld tokens per step (%d rank(s) x B=%d x T=%d x %d micro-step(s))\n",
                total_steps, start_step, tokens_per_step, world, o.micro_batch, o.seq_len, run.micro_steps);
@@ -466,7 +486,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         if (rank0) {
             printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s", step + 1, total_steps, loss,
                    res.grad_norm, lr, ms, tokens_per_step / (ms / 1000.0));
-            if (run.dtype == DType::F16) printf(" | scale %g%s", loss_scale_used, res.skipped ? " (skipped)" : "");
+            if (run.dtype == DType::F16) printf(" | scale %.17g%s", loss_scale_used, res.skipped ? " (skipped)" : "");
+            if (peak > 0) printf(" | MFU %.1f%%", 100.0 * flops_per_step / (ms / 1000.0) / peak);
             printf(" | mem %.1f MiB\n", mem.peak_live(Arena::Device) / 1048576.0);
             if (main_log) fprintf(main_log, "s:%d trl:%.6f\n", step + 1, loss), fflush(main_log);
         }

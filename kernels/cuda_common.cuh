@@ -233,7 +233,9 @@ inline size_t own_kernel_workspace_bytes(size_t BT, const GPT2Config& cfg) {
     size_t ln = (size_t)LN_BWD_BLOCKS * 2 * C * sizeof(float);
     size_t dbias = (size_t)DBIAS_ROW_CHUNKS * 4 * C * sizeof(float);
     size_t ss = (size_t)SUMSQ_BLOCKS * sizeof(float);
+    size_t attn = BT * (size_t)cfg.num_heads * sizeof(float);  // attention backward: D = rowsum(dout * out)
     size_t m = enc;
+    if (attn > m) m = attn;
     if (ln > m) m = ln;
     if (dbias > m) m = dbias;
     if (ss > m) m = ss;

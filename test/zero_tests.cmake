@@ -6,3 +6,5 @@ zero_test(NAME oracle SOURCES test_oracle.cpp ARGS ${CPU_TRAINER} ${REPO_ROOT}/d
 zero_test(NAME shard_plan SOURCES test_shard_plan.cpp)
 zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
 zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})
+zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_TRAINER})
+zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})

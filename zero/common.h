@@ -79,7 +79,10 @@ inline void write_exact(FILE* f, const void* src, size_t bytes, const std::strin
     CHECK(put == bytes, "cannot write %s: %s", path.c_str(), strerror(errno));
 }
 
+// mkdir -p
 inline void make_dir(const std::string& path) {
+    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
+        mkdir(path.substr(0, slash).c_str(), 0755);  // parents; errors surface below
     if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
         fail("cannot create directory %s: %s", path.c_str(), strerror(errno));
 }

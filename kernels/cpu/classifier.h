@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <vector>
 
 #include "zero/dtype.h"
 
@@ -15,21 +16,32 @@ void fused_classifier_cpu(T* logits,           // (BT, Vp): in logits, out dlogi
                           float* losses,       // (BT)
                           const int* targets,  // (BT)
                           int BT, int V, int Vp, float dloss) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < BT; i++) {
-        T* row = logits + (size_t)i * Vp;
-        int target = targets[i];
-        float maxv = -INFINITY;
-        for (int v = 0; v < V; v++) maxv = fmaxf(maxv, to_float(row[v]));
-        float sum = 0.0f;
-        for (int v = 0; v < V; v++) sum += expf(to_float(row[v]) - maxv);
-        float lse = maxv + logf(sum);
-        losses[i] = lse - to_float(row[target]);
-        if (dloss == 0.0f) continue;
-        for (int v = 0; v < V; v++) {
-            float p = expf(to_float(row[v]) - lse);
-            row[v] = from_float<T>((p - (v == target ? 1.0f : 0.0f)) * dloss);
+#pragma omp parallel
+    {
+        std::vector<float> e(V);  // this row's exp(logit - max)
+#pragma omp for schedule(static)
+        for (int i = 0; i < BT; i++) {
+            T* row = logits + (size_t)i * Vp;
+            int target = targets[i];
+            // the row's max, over 8 lanes so the compiler can vectorise it
+            float lane_max[8];
+            for (int j = 0; j < 8; j++) lane_max[j] = -INFINITY;
+            int v = 0;
+            for (; v + 8 <= V; v += 8)
+                for (int j = 0; j < 8; j++) {
+                    float x = to_float(row[v + j]);
+                    lane_max[j] = x > lane_max[j] ? x : lane_max[j];
+                }
+            float maxv = -INFINITY;
+            for (int j = 0; j < 8; j++) maxv = lane_max[j] > maxv ? lane_max[j] : maxv;
+            for (; v < V; v++) maxv = to_float(row[v]) > maxv ? to_float(row[v]) : maxv;
+            float sum = 0.0f;
+            for (v = 0; v < V; v++) sum += (e[v] = expf(to_float(row[v]) - maxv));
+            losses[i] = maxv + logf(sum) - to_float(row[target]);
+            if (dloss == 0.0f) continue;
+            float scale = dloss / sum;  // softmax_v * dloss = e_v * dloss / sum
+            for (v = 0; v < V; v++) row[v] = from_float<T>(e[v] * scale - (v == target ? dloss : 0.0f));
+            for (v = V; v < Vp; v++) row[v] = from_float<T>(0.0f);
         }
-        for (int v = V; v < Vp; v++) row[v] = from_float<T>(0.0f);
     }
 }

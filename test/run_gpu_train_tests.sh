@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Whole training runs on the GPU against the CPU build (CTest: gpu_training,
+# label gpu). Skipped (77) without an NVIDIA GPU.
+#
+#   1. one model, 10 steps, fp32: the CUDA trainer's losses equal the CPU
+#      trainer's within 1e-5 relative; bf16 within 1e-2;
+#   2. stages 0-3 at N = 1, 2, 4 ranks emulated on the one GPU give the CPU
+#      build's losses (fp32, 1e-5);
+#   3. fp16 from an absurd loss scale (2^40): the gradients overflow, the first
+#      steps are skipped on every rank, the scale halves after the hysteresis,
+#      training then goes on, and every parameter stays finite.
+#
+#   test/run_gpu_train_tests.sh [REPO_ROOT]
+set -u
+REPO=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+WORK=$PWD/gpu_training
+mkdir -p "$WORK"
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || skip "no NVIDIA GPU"
+[ -f "$REPO/data/mobydick/mobydick_train.bin" ] || skip "no data (make data)"
+make -C "$REPO" train_gpt2_zero train_gpt2_zero_cpu >"$WORK/build.log" 2>&1 || {
+    tail -n 30 "$WORK/build.log"
+    fail "cannot build the trainers"
+}
+GPU=$REPO/train_gpt2_zero
+CPU=$REPO/train_gpt2_zero_cpu
+FLAGS=(-e "L=2,H=4,C=64,V=50257,T=64" -i "$REPO/data/mobydick/mobydick_train.bin" -t 64 -x 10 -v 0 -s 0
+       -l 1e-3 -u 2 -c 0.1 --seed 7)
+
+# compare A B TOL: the trl lines of two main.log files, max relative difference <= TOL
+compare() {
+    awk -v tol="$3" -F'trl:' '
+        FNR == NR { if (NF == 2) a[n++] = $2; next }
+        NF == 2 { b[m++] = $2 }
+        END {
+            if (n == 0 || n != m) { printf "%d vs %d losses\n", n, m; exit 1 }
+            worst = 0
+            for (i = 0; i < n; i++) { d = (a[i] - b[i]) / b[i]; if (d < 0) d = -d; if (d > worst) worst = d }
+            printf "max relative difference %.3g over %d losses\n", worst, n
+            exit worst > tol
+        }' "$1" "$2"
+}
+
+run() {  # run NAME BINARY FLAGS...
+    local name=$1 bin=$2
+    shift 2
+    rm -rf "${WORK:?}/$name"
+    "$bin" "${FLAGS[@]}" "$@" -o "$WORK/$name" >"$WORK/$name.out" 2>&1 || {
+        tail -n 20 "$WORK/$name.out"
+        fail "$name failed"
+    }
+}
+
+echo "== 1. one GPU against the CPU build"
+run cpu_fp32 "$CPU" -b 4 -p fp32
+run gpu_fp32 "$GPU" -b 4 -p fp32
+compare "$WORK/gpu_fp32/main.log" "$WORK/cpu_fp32/main.log" 1e-5 || fail "fp32 GPU losses differ from the CPU build"
+run gpu_bf16 "$GPU" -b 4 -p bf16
+compare "$WORK/gpu_bf16/main.log" "$WORK/cpu_fp32/main.log" 1e-2 || fail "bf16 GPU losses are too far from fp32"
+
+echo "== 2. stages 0-3 at N = 1, 2, 4 emulated on the GPU"
+for n in 1 2 4; do
+    for z in 0 1 2 3; do
+        run "gpu_z${z}_n${n}" "$GPU" -p fp32 -z "$z" --ranks "$n" -b $((8 / n))
+        run "cpu_z${z}_n${n}" "$CPU" -p fp32 -z "$z" --ranks "$n" -b $((8 / n))
+        printf "z%d n%d: " "$z" "$n"
+        compare "$WORK/gpu_z${z}_n${n}/main.log" "$WORK/cpu_z${z}_n${n}/main.log" 1e-5 ||
+            fail "stage $z at $n ranks: GPU and CPU differ"
+    done
+done
+
+echo "== 3. fp16 overflow"
+run fp16 "$GPU" -p fp16 -z 2 --ranks 2 -b 4 -x 40 --initial_scale_power 40
+grep -c "(skipped)" "$WORK/fp16.out" | grep -qv '^0$' || fail "no step was skipped at scale 2^40"
+first=$(grep -m 2 "| scale" "$WORK/fp16.out" | grep -c "scale 1099511627776 (skipped)")
+[ "$first" = 2 ] || fail "the first two steps must be skipped at 2^40 (hysteresis 2)"
+grep -q "scale 549755813888 (skipped)" "$WORK/fp16.out" || fail "the scale did not halve after the hysteresis"
+grep "| scale" "$WORK/fp16.out" | tail -n 1 | grep -qv skipped || fail "training never recovered from the overflow"
+"$GPU" --consolidate "$WORK/fp16/checkpoint_00000040" >/dev/null || fail "cannot consolidate the fp16 checkpoint"
+# every master weight finite: od prints the floats; look for inf or nan
+if od -A n -t f4 -j 1024 -v "$WORK/fp16/checkpoint_00000040/model_fp32.bin" | grep -qiE 'inf|nan'; then
+    fail "inf/NaN reached the master weights"
+fi
+echo "all GPU training checks passed"
