@@ -318,6 +318,9 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     LossScaler scaler(run.scaler_config(o), run.dtype == DType::F16);
     OptimizerConfig oc;
     oc.weight_decay = o.weight_decay;
+    oc.beta1 = o.adam_beta1;
+    oc.beta2 = o.adam_beta2;
+    oc.eps = o.adam_eps;
     oc.grad_clip = o.grad_clip;
 
     const long tokens_per_step = (long)o.micro_batch * o.seq_len * world * run.micro_steps;
@@ -538,8 +541,10 @@ int main(int argc, char** argv) {
         return 0;
     }
     RunSetup run = make_run_setup(o);
-    if (o.estimate) {
+    if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
         print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
+        refuse_if_too_big(o, run);
+        printf("fits: yes\n");
         return 0;
     }
     if (!o.consolidate.empty()) {

@@ -37,6 +37,7 @@
 
 #include "data/unicode_tables.h"
 #include "zero/common.h"
+#include "zero/json.h"
 
 // ----------------------------------------------------------------------------
 // small file / UTF-8 helpers
@@ -49,23 +50,6 @@ inline std::string read_file_bytes(const std::string& path) {
     return data;
 }
 
-inline void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-        out += (char)cp;
-    } else if (cp < 0x800) {
-        out += (char)(0xC0 | (cp >> 6));
-        out += (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += (char)(0xE0 | (cp >> 12));
-        out += (char)(0x80 | ((cp >> 6) & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
-    } else {
-        out += (char)(0xF0 | (cp >> 18));
-        out += (char)(0x80 | ((cp >> 12) & 0x3F));
-        out += (char)(0x80 | ((cp >> 6) & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
-    }
-}
 
 constexpr uint32_t kReplacementChar = 0xFFFD;
 
@@ -213,126 +197,20 @@ inline std::array<uint32_t, 256> byte_to_unicode_table() {
 // ----------------------------------------------------------------------------
 // a minimal JSON reader for encoder.json: one flat object of string -> int
 
-namespace bpe_detail {
 
-struct JsonReader {
-    const std::string& s;
-    const std::string& path;
-    size_t pos = 0;
-
-    [[noreturn]] void error(const char* what) const {
-        fail("%s: invalid JSON at byte %zu: %s", path.c_str(), pos, what);
-    }
-    void skip_ws() {
-        while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r')) ++pos;
-    }
-    void expect(char c) {
-        skip_ws();
-        if (pos >= s.size() || s[pos] != c) {
-            char msg[32];
-            snprintf(msg, sizeof(msg), "expected '%c'", c);
-            error(msg);
-        }
-        ++pos;
-    }
-    uint32_t hex4() {
-        if (pos + 4 > s.size()) error("truncated \\u escape");
-        uint32_t v = 0;
-        for (int k = 0; k < 4; ++k) {
-            char c = s[pos++];
-            v <<= 4;
-            if (c >= '0' && c <= '9') v |= c - '0';
-            else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-            else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-            else error("bad hex digit in \\u escape");
-        }
-        return v;
-    }
-    // Returns the string's value in UTF-8.
-    std::string string() {
-        expect('"');
-        std::string out;
-        while (true) {
-            if (pos >= s.size()) error("unterminated string");
-            char c = s[pos++];
-            if (c == '"') return out;
-            if ((uint8_t)c < 0x20) error("control character in string");
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (pos >= s.size()) error("unterminated escape");
-            char e = s[pos++];
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    uint32_t cp = hex4();
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {  // high surrogate: a low one must follow
-                        if (pos + 2 > s.size() || s[pos] != '\\' || s[pos + 1] != 'u') error("lone high surrogate");
-                        pos += 2;
-                        uint32_t lo = hex4();
-                        if (lo < 0xDC00 || lo > 0xDFFF) error("high surrogate not followed by a low one");
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                        error("lone low surrogate");
-                    }
-                    append_utf8(out, cp);
-                    break;
-                }
-                default: error("unknown escape");
-            }
-        }
-    }
-    long long integer() {
-        skip_ws();
-        size_t start = pos;
-        if (pos < s.size() && s[pos] == '-') ++pos;
-        long long v = 0;
-        while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-            v = v * 10 + (s[pos++] - '0');
-            if (v > INT_MAX) error("integer too large");
-        }
-        if (pos == start || (pos == start + 1 && s[start] == '-')) error("expected an integer");
-        return s[start] == '-' ? -v : v;
-    }
-};
-
-}  // namespace bpe_detail
 
 // Parses a JSON object whose values are all integers, e.g. {"a": 1, "\u0120b": 2}.
 // Keys are returned in UTF-8, in file order.
 inline std::vector<std::pair<std::string, long long>> parse_json_string_to_int(const std::string& text,
                                                                                 const std::string& path) {
-    bpe_detail::JsonReader r{text, path};
+    JsonValue root = parse_json(text, path);
+    CHECK(root.is_object(), "%s: expected a JSON object, found %s", path.c_str(), root.type_name());
     std::vector<std::pair<std::string, long long>> out;
-    r.expect('{');
-    r.skip_ws();
-    if (r.pos < text.size() && text[r.pos] == '}') {
-        ++r.pos;
-    } else {
-        while (true) {
-            std::string key = r.string();
-            r.expect(':');
-            long long value = r.integer();
-            out.emplace_back(std::move(key), value);
-            r.skip_ws();
-            if (r.pos < text.size() && text[r.pos] == ',') {
-                ++r.pos;
-                continue;
-            }
-            r.expect('}');
-            break;
-        }
+    for (const JsonMember& m : root.members()) {
+        CHECK(m.value.is_integer_in(INT_MIN, INT_MAX), "%s: expected an integer for \"%s\", found %s",
+              m.value.where().c_str(), m.key.c_str(), m.value.is_number() ? m.value.number_text().c_str() : m.value.type_name());
+        out.emplace_back(m.key, m.value.as_integer());
     }
-    r.skip_ws();
-    if (r.pos != text.size()) r.error("trailing characters after the object");
     return out;
 }
 

@@ -15,8 +15,8 @@
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/reduce.h"
-#include "kernels/gemm_cpu.h"
 #include "zero/gpt2_config.h"
 #include "zero/memory.h"
 
@@ -89,17 +89,8 @@ template <typename T>
 void matmul_forward(const KernelCtx& ctx, T* out /* (BT,OC) */, const T* inp /* (BT,C) */,
                     const T* weight /* (OC,C) */, const T* bias /* (OC) or null */, int BT, int C, int OC,
                     T* gelu_pre /* (BT,OC) or null */) {
-#ifdef ZERO_CUDA
-    matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre);
-#else
-    T* pre = gelu_pre ? gelu_pre : out;
-    if (bias) {  // start from the bias so that the result is rounded once
-#pragma omp parallel for schedule(static)
-        for (int i = 0; i < BT; i++) memcpy(pre + (size_t)i * OC, bias, OC * sizeof(T));
-    }
-    gemm_cpu(false, true, BT, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, pre, OC);
-    if (gelu_pre) gelu_forward_cpu(out, gelu_pre, (size_t)BT * OC);
-#endif
+    ZERO_DISPATCH(matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre),
+                  matmul_forward_cpu(out, inp, weight, bias, BT, C, OC, gelu_pre));
 }
 
 // dinp = dout @ weight (overwritten; times gelu'(gelu_pre) when gelu_pre != null,
@@ -109,21 +100,8 @@ template <typename T>
 void matmul_backward(const KernelCtx& ctx, T* dinp /* (BT,C) */, T* dweight /* (OC,C) */, T* dbias /* (OC) */,
                      const T* dout /* (BT,OC) */, const T* inp /* (BT,C) */, const T* weight /* (OC,C) */, int BT,
                      int C, int OC, const T* gelu_pre /* (BT,C) or null */) {
-#ifdef ZERO_CUDA
-    matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre);
-#else
-    gemm_cpu(false, false, BT, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-    if (gelu_pre) gelu_backward_cpu(dinp, gelu_pre, dinp, (size_t)BT * C);
-    gemm_cpu(true, false, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias) {
-#pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            float acc = to_float(dbias[o]);
-            for (int i = 0; i < BT; i++) acc += to_float(dout[(size_t)i * OC + o]);
-            dbias[o] = from_float<T>(acc);
-        }
-    }
-#endif
+    ZERO_DISPATCH(matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre),
+                  matmul_backward_cpu(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre));
 }
 
 template <typename T>

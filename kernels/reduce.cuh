@@ -72,8 +72,7 @@ void reduce_sum_cuda(const KernelCtx& ctx, T* dst, const T* const* srcs, int nsr
 
 // ----------------------------------------------------------------------------
 // accumulate: dst (n) += src (n) summed in fp32 and rounded once to Tdst, or
-// dst = src when overwrite. accumulate_cuda is the dispatcher's (dst in the
-// gradient dtype); accumulate_f32_cuda the fp32-destination variant.
+// dst = src when overwrite (accumulate_cuda, the dispatcher's: dst and src in the gradient dtype).
 
 template <typename Tdst, typename Tsrc, bool VEC>
 __global__ void __launch_bounds__(256)
@@ -122,11 +121,6 @@ void accumulate_into_cuda(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size
 template <typename T>
 void accumulate_cuda(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
     accumulate_into_cuda<T, T>(ctx, dst, src, n, overwrite);
-}
-
-template <typename T>
-void accumulate_f32_cuda(const KernelCtx& ctx, float* dst, const T* src, size_t n, bool overwrite) {
-    accumulate_into_cuda<float, T>(ctx, dst, src, n, overwrite);
 }
 
 // ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataloader.h"
+#include "test/child_process.h"
 #include "test/test_util.h"
 
 namespace {
@@ -19,44 +20,6 @@ namespace {
 // ----------------------------------------------------------------------------
 // helpers
 
-// Runs fn in a child process (for code that ends in fail(), which exits).
-// Returns the child's exit status (-1 if it did not exit normally) and its stderr.
-struct ChildResult {
-    int status;
-    std::string err;
-};
-ChildResult run_in_child(const std::function<void()>& fn) {
-    int fds[2];
-    CHECK(pipe(fds) == 0, "pipe failed");
-    fflush(nullptr);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork failed");
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        fflush(nullptr);
-        _exit(0);
-    }
-    close(fds[1]);
-    std::string err;
-    char buf[512];
-    ssize_t got;
-    while ((got = read(fds[0], buf, sizeof(buf))) > 0) err.append(buf, got);
-    close(fds[0]);
-    int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, err};
-}
-
-void expect_failure(const char* what, const std::function<void()>& fn, const std::string& message_part) {
-    ChildResult r = run_in_child(fn);
-    EXPECT(r.status == 1, "%s: expected exit status 1, got %d", what, r.status);
-    EXPECT(r.err.find(message_part) != std::string::npos, "%s: stderr lacks \"%s\": %s", what, message_part.c_str(),
-           r.err.c_str());
-    EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == 1, "%s: the error should be one line: %s", what,
-           r.err.c_str());
-}
 
 uint16_t token_value(int shard, size_t pos) { return (uint16_t)(1000 * shard + pos); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "zero/common.h"
+#include "zero/launcher.h"
 
 struct TrainOptions {
     // data and model
@@ -55,7 +56,16 @@ struct TrainOptions {
     int loss_scale_window = 1000;
     int hysteresis = 2;
     float min_loss_scale = 1.0f;
+    // AdamW's moments
+    float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
+    // a DeepSpeed-style JSON config (zero/deepspeed_config.h), applied where the
+    // flag stands on the command line: later flags override it
+    std::string deepspeed_config;
+    int grad_accum = 0;         // its gradient_accumulation_steps; 0: -d decides (a later -d resets it)
+    long train_batch_seqs = 0;  // its train_batch_size, sequences per step over all ranks; 0: -d decides
 };
+
+#include "zero/deepspeed_config.h"  // after TrainOptions, which it fills
 
 // One flag: its names, help, and the TrainOptions member it sets (exactly one
 // of the member pointers is non-null).
@@ -120,10 +130,13 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "MiB of device memory to plan for (0: what the GPU has free; the CPU build: its RAM)"),
         flag(nullptr, "--mem_report", &O::mem_report,
              "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
-        flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory and exit"),
+        flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory, check it fits this machine, and exit (status 1 if not)"),
         flag(nullptr, "--consolidate", &O::consolidate,
              "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
         flag(nullptr, "--tokenizer", &O::tokenizer_path, "llm.c gpt2_tokenizer.bin, to print samples as text"),
+        flag(nullptr, "--deepspeed_config", &O::deepspeed_config,
+             "a DeepSpeed JSON config (zero_optimization, offload, fp16/bf16, optimizer, batch keys) applied "
+             "here; flags after it override it"),
         flag(nullptr, "--loss_scale", &O::loss_scale, "fp16: static loss scale (0: dynamic)"),
         flag(nullptr, "--initial_scale_power", &O::initial_scale_power, "fp16: dynamic scale starts at 2^this"),
         flag(nullptr, "--loss_scale_window", &O::loss_scale_window, "fp16: clean steps before doubling"),
@@ -152,6 +165,19 @@ inline void print_usage(const char* prog) {
     printf("\n  -h, --help                 this list\n");
 }
 
+// --deepspeed_config FILE: the file's settings, as if given as flags here.
+inline void apply_deepspeed_flags(const std::string& path, TrainOptions& opts) {
+    DeepSpeedExtras x;
+    apply_deepspeed_config(path, opts, x, detect_launch_env().rank == 0);
+    if (x.gradient_accumulation_steps > 0 || x.train_batch_size > 0) {  // replaces an earlier -d
+        opts.total_batch = -1;
+        opts.grad_accum = x.gradient_accumulation_steps;
+        opts.train_batch_seqs = x.train_batch_size;
+    }
+    if (x.has_betas) opts.adam_beta1 = x.beta1, opts.adam_beta2 = x.beta2;
+    if (x.has_eps) opts.adam_eps = x.eps;
+}
+
 // Parses argv into opts. Unknown flags and malformed values are one-line errors.
 inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
     for (int i = 1; i < argc; i++) {
@@ -178,6 +204,7 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
                   "flag %s wants an integer, got '%s'", arg.c_str(), value.c_str());
             if (spec->i) opts.*spec->i = (int)v;
             else opts.*spec->l = v;
+            if (spec->l == &TrainOptions::total_batch) opts.grad_accum = 0, opts.train_batch_seqs = 0;  // -d wins
         } else if (spec->u) {
             unsigned long long v = strtoull(value.c_str(), &end, 10);
             CHECK(*end == '\0' && !value.empty() && errno == 0 && value[0] != '-',
@@ -191,6 +218,7 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             else opts.*spec->d = v;
         } else {
             opts.*spec->s = value;
+            if (spec->s == &TrainOptions::deepspeed_config) apply_deepspeed_flags(value, opts);
         }
     }
     return true;

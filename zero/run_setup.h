@@ -126,7 +126,8 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.seq_len >= 1 && o.seq_len <= r.cfg.max_seq_len, "-t (sequence length) must be in 1..%d for this model (got %d)",
           r.cfg.max_seq_len, o.seq_len);
     long per_micro = (long)o.micro_batch * o.seq_len * r.world;
-    long total = o.total_batch < 0 ? per_micro : o.total_batch;
+    long ds_total = deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, o.seq_len, r.world);
+    long total = ds_total > 0 ? ds_total : o.total_batch < 0 ? per_micro : o.total_batch;
     CHECK(total > 0 && total % per_micro == 0,
           "-d (total batch, %ld tokens) must be a positive multiple of B*T*ranks = %d*%d*%d = %ld", total,
           o.micro_batch, o.seq_len, r.world, per_micro);

@@ -1,6 +1,6 @@
 // Workbench: matmul forward/backward through cuBLASLt (kernels/matmul.cuh)
-// against the CPU build's path in kernels/kernels.h (gemm_cpu + the GELU and
-// dbias loops), for the GPT-2 124M shapes, plus TFLOP/s.
+// against its CPU twin in kernels/cpu/matmul.h (gemm_cpu + the GELU and dbias
+// loops), for the GPT-2 124M shapes, plus TFLOP/s.
 //   make -C dev/cuda matmul && ./dev/cuda/matmul [check]
 //   ZERO_NO_GELU_FUSION=1 ./dev/cuda/matmul check     (the unfused GELU path for bf16/fp16 too)
 //
@@ -10,34 +10,8 @@
 // 1e-5 * max(1, sqrt(K / 768)): 1e-5 for K = 768, 2e-5 for K = 3072 and
 // 3.3e-5 for the weight gradients (K = BT = 8192). bf16/fp16: 1e-2 (relative L2).
 #include "dev/cuda/common.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/gemm_cpu.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matmul.cuh"
-
-// The CPU path of kernels.h's matmul_forward / matmul_backward.
-template <typename T>
-void matmul_forward_ref(T* out, const T* inp, const T* weight, const T* bias, int BT, int C, int OC, T* gelu_pre) {
-    T* pre = gelu_pre ? gelu_pre : out;
-    if (bias)
-        for (int i = 0; i < BT; i++) memcpy(pre + (size_t)i * OC, bias, OC * sizeof(T));
-    gemm_cpu(false, true, BT, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, pre, OC);
-    if (gelu_pre) gelu_forward_cpu(out, gelu_pre, (size_t)BT * OC);
-}
-template <typename T>
-void matmul_backward_ref(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int BT, int C,
-                         int OC, const T* gelu_pre) {
-    gemm_cpu(false, false, BT, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-    if (gelu_pre) gelu_backward_cpu(dinp, gelu_pre, dinp, (size_t)BT * C);
-    gemm_cpu(true, false, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-    if (dbias) {
-#pragma omp parallel for schedule(static)
-        for (int o = 0; o < OC; o++) {
-            float acc = to_float(dbias[o]);
-            for (int i = 0; i < BT; i++) acc += to_float(dout[(size_t)i * OC + o]);
-            dbias[o] = from_float<T>(acc);
-        }
-    }
-}
 
 inline double ktol(int K) { return 1e-5 * std::max(1.0, std::sqrt(K / 768.0)); }
 
@@ -65,7 +39,7 @@ void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bi
 
     // forward
     std::vector<T> ref_out(nout), ref_pre(nout);
-    matmul_forward_ref(ref_out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, BT, C, OC,
+    matmul_forward_cpu(ref_out.data(), inp.data(), w.data(), with_bias ? bias.data() : nullptr, BT, C, OC,
                        gelu_fwd ? ref_pre.data() : nullptr);
     matmul_forward_cuda(ctx, d_out.ptr, d_inp.ptr, d_w.ptr, bias_ptr, BT, C, OC, gelu_fwd ? d_pre.ptr : nullptr);
     check_close(b, "matmul_forward out " + tag, d_out.download(), ref_out, ktol(C));
@@ -73,7 +47,7 @@ void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bi
 
     // backward
     std::vector<T> ref_dinp(nin), ref_dw = dw0, ref_db = db0;
-    matmul_backward_ref(ref_dinp.data(), ref_dw.data(), with_bias ? ref_db.data() : nullptr, dout.data(), inp.data(),
+    matmul_backward_cpu(ref_dinp.data(), ref_dw.data(), with_bias ? ref_db.data() : nullptr, dout.data(), inp.data(),
                         w.data(), BT, C, OC, gelu_bwd ? pre_in.data() : nullptr);
     matmul_backward_cuda(ctx, d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, BT,
                          C, OC, gelu_bwd ? d_prein.ptr : nullptr);

@@ -1,0 +1,520 @@
+// The JSON parser (zero/json.h) and the DeepSpeed config mapping
+// (zero/deepspeed_config.h): valid and invalid JSON, the options a full
+// DeepSpeed config sets, and a one-line error for every value it cannot honour.
+// Code that ends in fail() runs in a forked child; the test checks its exit
+// status (1) and its stderr (one line, with the expected text).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "test/test_util.h"
+#include "zero/deepspeed_config.h"
+#include "zero/json.h"
+
+namespace {
+
+struct ChildResult {
+    int status;
+    std::string err;
+};
+
+ChildResult run_in_child(const std::function<void()>& fn) {
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe failed");
+    fflush(nullptr);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork failed");
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        close(fds[1]);
+        fn();
+        fflush(nullptr);
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string err;
+    char buf[512];
+    ssize_t got;
+    while ((got = read(fds[0], buf, sizeof(buf))) > 0) err.append(buf, (size_t)got);
+    close(fds[0]);
+    int wstatus = 0;
+    waitpid(pid, &wstatus, 0);
+    return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, err};
+}
+
+// fn must end the process with exit status 1 and exactly one stderr line, an
+// "error: " line containing `part`.
+void expect_failure(const std::string& what, const std::function<void()>& fn, const std::string& part) {
+    ChildResult r = run_in_child(fn);
+    EXPECT(r.status == 1, "%s: expected exit status 1, got %d (stderr: %s)", what.c_str(), r.status, r.err.c_str());
+    EXPECT(r.err.find(part) != std::string::npos, "%s: stderr lacks \"%s\": %s", what.c_str(), part.c_str(),
+           r.err.c_str());
+    EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == 1 && r.err.rfind("error: ", 0) == 0,
+           "%s: expected one \"error:\" line: %s", what.c_str(), r.err.c_str());
+}
+
+void expect_parse_error(const std::string& text, const std::string& part) {
+    expect_failure("parse " + text.substr(0, 40), [&] { parse_json(text, "t.json"); }, part);
+}
+
+bool near(double a, double b) { return std::fabs(a - b) <= 1e-12 * std::max(1.0, std::fabs(b)); }
+
+// ----------------------------------------------------------------------------
+// JSON: valid documents
+
+void test_json_valid() {
+    // nesting, member order, types
+    JsonValue v = parse_json(R"({"a": {"b": [1, [2, {"c": null}]], "d": true}, "e": false, "f": "x", "g": []})");
+    EXPECT(v.is_object() && v.size() == 4, "top-level object of 4 members");
+    const char* keys[] = {"a", "e", "f", "g"};
+    for (int i = 0; i < 4; i++) EXPECT(v.members()[i].key == keys[i], "member %d is %s", i, keys[i]);
+    const JsonValue& b = *v.find("a")->find("b");
+    EXPECT(b.is_array() && b.size() == 2 && b[0].as_number() == 1.0, "a.b = [1, ...]");
+    EXPECT(b[1][1].find("c")->is_null(), "a.b[1][1].c is null");
+    EXPECT(v.find("a")->find("d")->as_bool() == true && v.find("e")->as_bool() == false, "booleans");
+    EXPECT(v.find("f")->as_string() == "x", "string");
+    EXPECT(v.find("g")->is_array() && v.find("g")->size() == 0, "empty array");
+    EXPECT(v.find("zzz") == nullptr && !v.has("zzz"), "absent key");
+    EXPECT(parse_json("{}").is_object() && parse_json("{}").size() == 0, "empty object");
+
+    // scalars at the top, whitespace of all four kinds
+    EXPECT(parse_json(" \t\r\n 42 \n\t").as_number() == 42.0, "top-level number with whitespace");
+    EXPECT(parse_json("\"s\"").as_string() == "s", "top-level string");
+    EXPECT(parse_json("null").is_null() && parse_json("true").as_bool(), "top-level literals");
+    EXPECT(parse_json("\r\n[ 1 ,\t2 ,\n 3 ]\r\n").size() == 3, "array with whitespace everywhere");
+    EXPECT(parse_json("\xEF\xBB\xBF{\"a\":1}").has("a"), "byte-order mark skipped");
+
+    // escapes
+    EXPECT(parse_json(R"("\"\\\/\b\f\n\r\t")").as_string() == "\"\\/\b\f\n\r\t", "simple escapes");
+    // \uXXXX: ASCII, 2-byte, 3-byte, a surrogate pair (U+1F600), NUL, upper/lower hex
+    EXPECT(parse_json(R"("\u0041\u00e9\u4E2D\uD83D\uDE00")").as_string() == "A\xC3\xA9\xE4\xB8\xAD\xF0\x9F\x98\x80",
+           "unicode escapes");
+    EXPECT(parse_json(R"("a\u0000b")").as_string() == std::string("a\0b", 3), "\\u0000 kept");
+    EXPECT(parse_json(R"("\uDBFF\uDFFF")").as_string() == "\xF4\x8F\xBF\xBF", "U+10FFFF from a surrogate pair");
+    // raw UTF-8 passes through unchanged
+    EXPECT(parse_json("\"caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80\"").as_string() ==
+               "caf\xC3\xA9 \xE4\xB8\xAD \xF0\x9F\x98\x80",
+           "raw UTF-8");
+    EXPECT(parse_json(R"({"k\u00e9y": 1})").has("k\xC3\xA9y"), "escaped key");
+
+    // numbers
+    EXPECT(near(parse_json("-0.5e-3").as_number(), -0.0005), "-0.5e-3");
+    EXPECT(parse_json("-0").as_number() == 0.0 && std::signbit(parse_json("-0").as_number()), "-0");
+    EXPECT(parse_json("0").as_number() == 0.0, "0");
+    EXPECT(near(parse_json("1E+2").as_number(), 100.0) && near(parse_json("1e2").as_number(), 100.0), "1E+2");
+    EXPECT(near(parse_json("3.25").as_number(), 3.25) && near(parse_json("10E-1").as_number(), 1.0), "fractions");
+    EXPECT(near(parse_json("3e-4").as_number(), 3e-4), "3e-4");
+    EXPECT(parse_json("1e-400").as_number() == 0.0, "underflow to 0 is fine");
+    EXPECT(parse_json("-0.5e-3").number_text() == "-0.5e-3", "number text kept");
+    JsonValue big = parse_json("9007199254740993");  // 2^53 + 1: not a double
+    EXPECT(big.as_integer() == 9007199254740993LL, "integer literal read exactly");
+    EXPECT(parse_json("2.0").is_integer_in(0, 10) && parse_json("2e0").is_integer_in(0, 10), "2.0 is an integer");
+    EXPECT(!parse_json("2.5").is_integer_in(0, 10), "2.5 is not an integer");
+    EXPECT(!parse_json("11").is_integer_in(0, 10) && !parse_json("-1").is_integer_in(0, 10), "range");
+    EXPECT(!parse_json("99999999999999999999").is_integer_in(LLONG_MIN, LLONG_MAX), "beyond long long");
+    EXPECT(!parse_json("\"3\"").is_integer_in(0, 10), "a string is not an integer");
+
+    // positions
+    JsonValue p = parse_json("{\n  \"a\": [1,\n        \"x\"],\n  \"\xC3\xA9\": 7\n}", "pos.json");
+    EXPECT(p.find("a")->where() == "pos.json:2:8", "a at 2:8, got %s", p.find("a")->where().c_str());
+    EXPECT((*p.find("a"))[1].where() == "pos.json:3:9", "a[1] at 3:9, got %s", (*p.find("a"))[1].where().c_str());
+    EXPECT(p.find("\xC3\xA9")->where() == "pos.json:4:8", "columns count characters, got %s",
+           p.find("\xC3\xA9")->where().c_str());
+
+    // deep but allowed nesting
+    std::string deep = std::string(200, '[') + std::string(200, ']');
+    EXPECT(parse_json(deep).is_array(), "200 levels");
+}
+
+// ----------------------------------------------------------------------------
+// JSON: invalid documents, each a one-line error with line:column
+
+void test_json_invalid() {
+    expect_parse_error("", "t.json:1:1: expected a value, found end of input");
+    expect_parse_error("   \n  ", "t.json:2:3: expected a value");
+    expect_parse_error(R"({"a": 1,})", "t.json:1:9: trailing comma before '}'");
+    expect_parse_error("[1, 2,]", "t.json:1:7: trailing comma before ']'");
+    expect_parse_error("[1, 2, ]", "trailing comma");
+    expect_parse_error("[,]", "t.json:1:2: expected a value, found ','");
+    expect_parse_error(R"({,})", "expected a member name");
+    expect_parse_error(R"("abc)", "t.json:1:1: unterminated string");
+    expect_parse_error("{\"a\": \"abc\n\"}", "t.json:1:7: unterminated string (a string cannot span lines");
+    expect_parse_error("\"a\tb\"", "t.json:1:3: control character 0x09");
+    expect_parse_error(R"("\x")", "t.json:1:2: invalid escape \\x");
+    expect_parse_error(R"("\')", "invalid escape \\'");
+    expect_parse_error(R"("\u12")", "\\u needs four hex digits, found '\"'");
+    expect_parse_error(R"("\u12G4")", "\\u needs four hex digits, found 'G'");
+    expect_parse_error(R"("\uD800")", "t.json:1:2: high surrogate \\uD800 is not followed");
+    expect_parse_error(R"("\uD800\u0041")", "is followed by \\u0041");
+    expect_parse_error(R"("x\uDC00")", "t.json:1:3: lone low surrogate \\uDC00");
+    expect_parse_error("\"\xFF\"", "invalid UTF-8 (byte 0xFF)");
+    expect_parse_error("\"\xC0\xAF\"", "overlong");
+    expect_parse_error("\"\xED\xA0\x80\"", "surrogate");  // U+D800 encoded directly
+    expect_parse_error("\"\xC3\"", "invalid UTF-8");
+    expect_parse_error("01", "t.json:1:1: a number must not have a leading zero");
+    expect_parse_error("[-01]", "t.json:1:3: a number must not have a leading zero");
+    expect_parse_error("-", "expected a digit after '-'");
+    expect_parse_error("1.", "expected a digit after the decimal point");
+    expect_parse_error("1.e5", "expected a digit after the decimal point");
+    expect_parse_error(".5", "t.json:1:1: expected a value, found '.'");
+    expect_parse_error("+1", "expected a value, found '+'");
+    expect_parse_error("1e", "expected a digit in the exponent");
+    expect_parse_error("1e+", "expected a digit in the exponent");
+    expect_parse_error("1e400", "t.json:1:1: number 1e400 is out of range");
+    expect_parse_error("NaN", "expected a value, found 'N'");
+    expect_parse_error("[Infinity]", "expected a value, found 'I'");
+    expect_parse_error("tru", "t.json:1:1: expected a value, found 'tru'");
+    expect_parse_error("nullx", "found 'nullx'");
+    expect_parse_error("True", "found 'T'");
+    expect_parse_error(R"({"a": 1, "a": 2})", "t.json:1:10: duplicate key \"a\"");
+    expect_parse_error("{} x", "t.json:1:4: unexpected 'x' after the JSON value");
+    expect_parse_error("[1] ]", "unexpected ']' after the JSON value");
+    expect_parse_error("1 2", "unexpected '2' after the JSON value");
+    expect_parse_error(R"({'a': 1})", "expected a member name in double quotes, found '''");
+    expect_parse_error(R"({a: 1})", "expected a member name in double quotes, found 'a'");
+    expect_parse_error(R"({"a" 1})", "t.json:1:6: expected ':' after member name \"a\"");
+    expect_parse_error(R"({"a": 1 "b": 2})", "t.json:1:9: expected ',' or '}' in an object, found '\"'");
+    expect_parse_error("[1 2]", "t.json:1:4: expected ',' or ']' in an array");
+    expect_parse_error(R"({"a": 1)", "t.json:1:1: unterminated object");
+    expect_parse_error("[1, [2, 3]", "t.json:1:1: unterminated array");
+    expect_parse_error("// comment\n{}", "t.json:1:1: expected a value, found '/'");
+    expect_parse_error("{\n  \"a\": 1,\n  \"b\": ,\n}", "t.json:3:8: expected a value, found ','");
+    expect_parse_error(std::string(300, '[') + std::string(300, ']'), "nesting deeper than 256 levels");
+    // the accessors refuse other types
+    expect_failure("as_string of a number", [] { parse_json("[1]", "t.json")[0].as_string(); },
+                   "t.json:1:2: expected a string, found a number");
+    expect_failure("a missing file", [] { parse_json_file("no_such_dir/ds.json"); }, "cannot open no_such_dir/ds.json");
+}
+
+// ----------------------------------------------------------------------------
+// the DeepSpeed mapping
+
+const char* FULL_CONFIG = R"({ "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 2,
+  "gradient_clipping": 1.0,
+  "bf16": {"enabled": true},
+  "fp16": {"enabled": false, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000, "hysteresis": 2, "min_loss_scale": 1},
+  "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}},
+  "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}},
+  "activation_checkpointing": {"partition_activations": false, "cpu_checkpointing": true} })";
+
+void apply_text(const std::string& text, TrainOptions& o, DeepSpeedExtras& x, bool notes = false) {
+    apply_deepspeed_json(parse_json(text, "ds.json"), o, x, notes);
+}
+
+void test_full_config() {
+    TrainOptions o;
+    o.micro_batch = 16;  // set before: the file overrides it
+    o.grad_clip = 0.0f;
+    o.zero_stage = 1;
+    o.max_steps = 7;  // not in the file: kept
+    DeepSpeedExtras x;
+    apply_text(FULL_CONFIG, o, x);
+    EXPECT_EQ(o.micro_batch, 4);
+    EXPECT_EQ(x.gradient_accumulation_steps, 2);
+    EXPECT_EQ(x.train_batch_size, 0);
+    EXPECT(o.grad_clip == 1.0f, "grad_clip %g", o.grad_clip);
+    EXPECT(o.precision == "bf16", "precision %s", o.precision.c_str());
+    EXPECT(o.loss_scale == 0.0f && o.initial_scale_power == 16 && o.loss_scale_window == 1000 && o.hysteresis == 2 &&
+               o.min_loss_scale == 1.0f,
+           "fp16 scaler fields");
+    EXPECT(o.learning_rate == 3e-4f && o.weight_decay == 0.1f, "lr %g wd %g", o.learning_rate, o.weight_decay);
+    EXPECT(x.has_betas && x.beta1 == 0.9f && x.beta2 == 0.95f, "betas");
+    EXPECT(x.has_eps && x.eps == 1e-8f, "eps");
+    EXPECT_EQ(o.zero_stage, 3);
+    EXPECT(o.offload_optimizer == "cpu" && o.offload_param == "cpu", "offload %s %s", o.offload_optimizer.c_str(),
+           o.offload_param.c_str());
+    EXPECT_EQ(o.recompute, 2);
+    EXPECT_EQ(o.offload_activations, 1);
+    EXPECT_EQ(o.max_steps, 7);
+    EXPECT(o.warmup_steps == 0 && o.final_lr_frac == 1.0f, "schedule untouched");
+    EXPECT_EQ(deepspeed_total_batch(x.gradient_accumulation_steps, x.train_batch_size, o.micro_batch, 1024, 2),
+              4L * 1024 * 2 * 2);
+
+    // the same through a file, with its notes: the full config prints only the
+    // cpu_checkpointing note
+    {
+        FILE* f = open_file("ds_full.json", "wb");
+        fputs(FULL_CONFIG, f);
+        fclose(f);
+        ChildResult r = run_in_child([] {
+            TrainOptions o2;
+            DeepSpeedExtras x2;
+            apply_deepspeed_config("ds_full.json", o2, x2);
+            if (o2.zero_stage != 3 || o2.precision != "bf16") _exit(3);
+        });
+        EXPECT(r.status == 0, "full config from a file: status %d, stderr %s", r.status, r.err.c_str());
+        EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == 1 &&
+                   r.err.find("note: activation_checkpointing.cpu_checkpointing = true: recomputing whole blocks (-r 2)") == 0,
+               "one note: %s", r.err.c_str());
+    }
+
+    // an empty config changes nothing
+    TrainOptions d, e;
+    DeepSpeedExtras xe;
+    apply_text("{}", e, xe);
+    EXPECT(e.micro_batch == d.micro_batch && e.precision == d.precision && e.zero_stage == d.zero_stage &&
+               e.learning_rate == d.learning_rate && e.offload_optimizer == d.offload_optimizer && !xe.has_betas &&
+               xe.gradient_accumulation_steps == 0,
+           "{} changes nothing");
+}
+
+void test_notes() {
+    // unknown and unused keys are notes, one line each, and the run goes on
+    ChildResult r = run_in_child([] {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_text(R"({"steps_per_print": 10, "wall_clock_breakdown": false,
+                       "zero_optimization": {"stage": 2, "overlap_comm": true,
+                                             "offload_optimizer": {"device": "cpu", "pin_memory": false, "buffer_count": 4}},
+                       "optimizer": {"type": "adam", "params": {"lr": 0.001, "torch_adam": true, "foo": 1, "betas": "auto"}},
+                       "activation_checkpointing": {"partition_activations": true, "number_checkpoints": 4},
+                       "train_micro_batch_size_per_gpu": "auto",
+                       "fp16": {"enabled": "auto", "hysteresis": 3},
+                       "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_max_lr": "auto", "warmup_num_steps": 7}}})",
+                   o, x, true);
+        if (o.zero_stage != 2 || o.offload_optimizer != "cpu" || o.learning_rate != 0.001f || o.micro_batch != 4 ||
+            x.has_betas || o.precision != "" || o.hysteresis != 3 || o.warmup_steps != 7 || o.final_lr_frac != 0.0f)
+            _exit(3);
+    });
+    EXPECT(r.status == 0, "notes: status %d, stderr %s", r.status, r.err.c_str());
+    const char* expected[] = {
+        "note: ignoring DeepSpeed key steps_per_print\n",
+        "note: ignoring DeepSpeed key wall_clock_breakdown\n",
+        "note: ignoring DeepSpeed key zero_optimization.overlap_comm\n",
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.buffer_count\n",
+        "note: DeepSpeed key zero_optimization.offload_optimizer.pin_memory = false: host buffers are always pinned",
+        "note: ignoring DeepSpeed key optimizer.params.torch_adam (",
+        "note: ignoring DeepSpeed key optimizer.params.foo\n",
+        "note: ignoring DeepSpeed key activation_checkpointing.partition_activations = true (",
+        "note: ignoring DeepSpeed key activation_checkpointing.number_checkpoints\n",
+        "note: activation_checkpointing: recomputation is chosen with -r",
+        "note: DeepSpeed key train_micro_batch_size_per_gpu is \"auto\": keeping this trainer's value\n",
+        "note: DeepSpeed key optimizer.params.betas is \"auto\": keeping this trainer's value\n",
+        "note: DeepSpeed key fp16.enabled is \"auto\": keeping this trainer's value\n",
+        "note: DeepSpeed key scheduler.params.warmup_max_lr is \"auto\": keeping this trainer's value\n",
+        "note: scheduler WarmupDecayLR: linear warmup to warmup_max_lr, then cosine (not linear) decay to 0",
+    };
+    for (const char* e : expected) EXPECT(r.err.find(e) != std::string::npos, "missing \"%s\" in:\n%s", e, r.err.c_str());
+    EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == (long)(sizeof(expected) / sizeof(expected[0])),
+           "one line per note:\n%s", r.err.c_str());
+    EXPECT(r.err.find("error") == std::string::npos, "no errors: %s", r.err.c_str());
+
+    // notes=false is silent
+    ChildResult q = run_in_child([] {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_text(R"({"steps_per_print": 10, "scheduler": {"type": "WarmupLR"}})", o, x, false);
+    });
+    EXPECT(q.status == 0 && q.err.empty(), "notes=false: status %d, stderr %s", q.status, q.err.c_str());
+}
+
+void test_precision() {
+    auto precision_of = [](const char* text, const char* before) {
+        TrainOptions o;
+        o.precision = before;
+        DeepSpeedExtras x;
+        apply_text(text, o, x);
+        return o.precision;
+    };
+    EXPECT(precision_of(R"({"fp16": {"enabled": true}})", "") == "fp16", "fp16");
+    EXPECT(precision_of(R"({"bf16": {"enabled": true}, "fp16": {"enabled": false}})", "fp16") == "bf16", "bf16");
+    EXPECT(precision_of(R"({"bfloat16": {"enabled": true}})", "") == "bf16", "bfloat16 (older name)");
+    EXPECT(precision_of(R"({"bf16": {"enabled": false}})", "bf16") == "fp32", "bf16 off alone: fp32");
+    EXPECT(precision_of(R"({"fp16": {"loss_scale": 128}})", "bf16") == "fp32", "enabled absent: false");
+    EXPECT(precision_of(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})", "") == "fp32", "both off");
+    EXPECT(precision_of(R"({"gradient_clipping": 0.5})", "fp16") == "fp16", "no precision sections: kept");
+    EXPECT(precision_of(R"({"bf16": {"enabled": "auto"}})", "fp16") == "fp16", "auto: kept");
+    EXPECT(precision_of(R"({"amp": {"enabled": false}})", "bf16") == "bf16", "amp off: fine");
+
+    TrainOptions o;
+    DeepSpeedExtras x;
+    apply_text(R"({"fp16": {"enabled": true, "loss_scale": 1024.5, "initial_scale_power": 12, "loss_scale_window": 50,
+                   "hysteresis": 1, "min_loss_scale": 0.25, "consecutive_hysteresis": false}})",
+               o, x);
+    EXPECT(o.precision == "fp16" && o.loss_scale == 1024.5f && o.initial_scale_power == 12 &&
+               o.loss_scale_window == 50 && o.hysteresis == 1 && o.min_loss_scale == 0.25f,
+           "fp16 fields");
+}
+
+void test_scheduler_and_misc() {
+    {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_text(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 100,
+                       "total_num_steps": 1000, "cos_min_ratio": 0.1, "warmup_type": "linear"}}})",
+                   o, x);
+        EXPECT(o.warmup_steps == 100 && o.final_lr_frac == 0.1f, "WarmupCosineLR: %d %g", o.warmup_steps,
+               o.final_lr_frac);
+    }
+    {
+        TrainOptions o;
+        o.final_lr_frac = 0.5f;
+        DeepSpeedExtras x;
+        apply_text(R"({"optimizer": {"params": {"lr": 1e-3}},
+                       "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_max_lr": 6e-4}}})",
+                   o, x);
+        EXPECT(o.warmup_steps == 10 && o.learning_rate == 6e-4f && o.final_lr_frac == 1.0f,
+               "WarmupLR: warmup_max_lr is the peak, then constant");
+    }
+    {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_text(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5, "warmup_max_lr": 2e-4,
+                       "total_num_steps": 100}}})",
+                   o, x);
+        EXPECT(o.warmup_steps == 5 && o.learning_rate == 2e-4f && o.final_lr_frac == 0.0f, "WarmupDecayLR");
+    }
+    {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_text(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-5}}})", o, x);
+        TrainOptions d;
+        EXPECT(o.learning_rate == d.learning_rate && o.final_lr_frac == d.final_lr_frac, "OneCycle: ignored");
+    }
+    {
+        // integers written as 2.0, offload none, cpu_offload, cpu_checkpointing false
+        TrainOptions o;
+        o.offload_param = "cpu";
+        o.offload_activations = 1;
+        DeepSpeedExtras x;
+        apply_text(R"({"train_micro_batch_size_per_gpu": 2.0, "train_batch_size": 64,
+                       "zero_optimization": {"stage": 0, "offload_param": {"device": "none"}, "cpu_offload": true},
+                       "activation_checkpointing": {"cpu_checkpointing": false},
+                       "optimizer": {"type": "ADAMW", "params": {"betas": [0.8, 0.999], "eps": 1e-6,
+                                                                 "adam_w_mode": true, "amsgrad": false}}})",
+                   o, x);
+        EXPECT(o.micro_batch == 2 && x.train_batch_size == 64 && o.zero_stage == 0 && o.offload_param == "none" &&
+                   o.offload_optimizer == "cpu" && o.offload_activations == 0 && o.recompute == 0,
+               "misc mapping");
+        EXPECT(x.has_betas && x.beta1 == 0.8f && x.beta2 == 0.999f && x.has_eps && x.eps == 1e-6f, "betas, eps");
+    }
+}
+
+void test_total_batch() {
+    EXPECT_EQ(deepspeed_total_batch(0, 0, 4, 64, 2), -1);
+    EXPECT_EQ(deepspeed_total_batch(3, 0, 4, 64, 2), 4L * 64 * 2 * 3);
+    EXPECT_EQ(deepspeed_total_batch(0, 32, 4, 64, 2), 32L * 64);
+    EXPECT_EQ(deepspeed_total_batch(4, 32, 4, 64, 2), 32L * 64);
+    EXPECT_EQ(deepspeed_total_batch(0, 8, 4, 1024, 1), 8L * 1024);
+    expect_failure("train_batch_size inconsistent", [] { deepspeed_total_batch(2, 32, 4, 64, 2); },
+                   "train_batch_size (32) must equal micro-batch x gradient_accumulation_steps x world size = 4 x 2 x 2 = 16");
+    expect_failure("train_batch_size not a multiple", [] { deepspeed_total_batch(0, 30, 4, 64, 2); },
+                   "train_batch_size (30) must be a multiple of micro-batch x world size = 4 x 2");
+}
+
+void expect_config_error(const char* what, const std::string& text, const std::string& part) {
+    expect_failure(what,
+                   [&] {
+                       TrainOptions o;
+                       DeepSpeedExtras x;
+                       apply_text(text, o, x, true);
+                   },
+                   part);
+}
+
+void test_config_errors() {
+    // wrong JSON types name the key
+    expect_config_error("stage as a string", R"({"zero_optimization": {"stage": "3"}})",
+                        "ds.json:1:33: DeepSpeed key zero_optimization.stage must be an integer 0, 1, 2 or 3 (got \"3\" (a string))");
+    expect_config_error("micro batch as a string", R"({"train_micro_batch_size_per_gpu": "4"})",
+                        "DeepSpeed key train_micro_batch_size_per_gpu must be an integer >= 1 (got \"4\" (a string))");
+    expect_config_error("gradient_clipping as a string", R"({"gradient_clipping": "1.0"})",
+                        "DeepSpeed key gradient_clipping must be a number >= 0 (0: no clipping) (got \"1.0\" (a string))");
+    expect_config_error("enabled as a number", R"({"bf16": {"enabled": 1}})",
+                        "DeepSpeed key bf16.enabled must be true or false (got 1)");
+    expect_config_error("bf16 as a bool", R"({"bf16": true})", "DeepSpeed key bf16 must be an object (got true)");
+    expect_config_error("zero_optimization as an array", R"({"zero_optimization": [3]})",
+                        "DeepSpeed key zero_optimization must be an object (got an array)");
+    expect_config_error("optimizer type as null", R"({"optimizer": {"type": null}})",
+                        "DeepSpeed key optimizer.type must be a string (got null)");
+    expect_config_error("device as a bool", R"({"zero_optimization": {"offload_param": {"device": true}}})",
+                        "DeepSpeed key zero_optimization.offload_param.device must be a string (got true)");
+    expect_config_error("lr as a string", R"({"optimizer": {"params": {"lr": "3e-4"}}})",
+                        "DeepSpeed key optimizer.params.lr must be a number >= 0");
+    expect_config_error("config is an array", "[1]", "ds.json:1:1: a DeepSpeed config is a JSON object {...}, not an array");
+
+    // values out of range
+    expect_config_error("stage 4", R"({"zero_optimization": {"stage": 4}})",
+                        "DeepSpeed key zero_optimization.stage must be an integer 0, 1, 2 or 3 (got 4)");
+    expect_config_error("micro batch 0", R"({"train_micro_batch_size_per_gpu": 0})",
+                        "train_micro_batch_size_per_gpu must be an integer >= 1 (got 0)");
+    expect_config_error("micro batch 2.5", R"({"train_micro_batch_size_per_gpu": 2.5})",
+                        "train_micro_batch_size_per_gpu must be an integer >= 1 (got 2.5)");
+    expect_config_error("micro batch too large", R"({"train_micro_batch_size_per_gpu": 3000000000})",
+                        "train_micro_batch_size_per_gpu must be an integer >= 1 (got 3000000000)");
+    expect_config_error("accumulation -1", R"({"gradient_accumulation_steps": -1})",
+                        "gradient_accumulation_steps must be an integer >= 1 (got -1)");
+    expect_config_error("train_batch_size 0", R"({"train_batch_size": 0})", "train_batch_size must be an integer >= 1");
+    expect_config_error("negative clip", R"({"gradient_clipping": -1})", "gradient_clipping must be a number >= 0");
+    expect_config_error("initial_scale_power 61", R"({"fp16": {"initial_scale_power": 61}})",
+                        "fp16.initial_scale_power must be an integer in 0..60 (got 61)");
+    expect_config_error("min_loss_scale 0", R"({"fp16": {"min_loss_scale": 0}})", "fp16.min_loss_scale must be a number > 0");
+    expect_config_error("hysteresis 0", R"({"fp16": {"hysteresis": 0}})", "fp16.hysteresis must be an integer >= 1");
+    expect_config_error("betas of one", R"({"optimizer": {"params": {"betas": [0.9]}}})",
+                        "DeepSpeed key optimizer.params.betas must be an array of two numbers in [0, 1), like [0.9, 0.95] (got an array)");
+    expect_config_error("betas of strings", R"({"optimizer": {"params": {"betas": ["0.9", "0.95"]}}})",
+                        "optimizer.params.betas must be an array of two numbers");
+    expect_config_error("beta 1.0", R"({"optimizer": {"params": {"betas": [0.9, 1.0]}}})",
+                        "optimizer.params.betas must be an array of two numbers in [0, 1)");
+    expect_config_error("eps 0", R"({"optimizer": {"params": {"eps": 0}}})", "optimizer.params.eps must be a number in (0, 1] (got 0)");
+    expect_config_error("cos_min_ratio 2", R"({"scheduler": {"type": "WarmupCosineLR", "params": {"cos_min_ratio": 2}}})",
+                        "scheduler.params.cos_min_ratio must be a number in [0, 1] (got 2)");
+    expect_config_error("warmup -5", R"({"scheduler": {"params": {"warmup_num_steps": -5}}})",
+                        "scheduler.params.warmup_num_steps must be an integer >= 0 (got -5)");
+
+    // known keys with values this trainer cannot honour
+    expect_config_error("nvme optimizer offload", R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
+                        "DeepSpeed key zero_optimization.offload_optimizer.device = \"nvme\" (a string) is not supported");
+    expect_config_error("nvme param offload", R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
+                        "zero_optimization.offload_param.device = \"nvme\" (a string) is not supported");
+    expect_config_error("gpu offload", R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})",
+                        "zero_optimization.offload_optimizer.device must be \"cpu\" or \"none\" (got \"gpu\" (a string))");
+    expect_config_error("Lamb", R"({"optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}})",
+                        "DeepSpeed key optimizer.type = \"Lamb\" (a string) is not supported: this trainer's optimizer is AdamW");
+    expect_config_error("OneBitAdam", R"({"optimizer": {"type": "OneBitAdam"}})", "optimizer.type = \"OneBitAdam\"");
+    expect_config_error("adam_w_mode false", R"({"optimizer": {"type": "Adam", "params": {"adam_w_mode": false}}})",
+                        "optimizer.params.adam_w_mode = false is not supported");
+    expect_config_error("amsgrad", R"({"optimizer": {"params": {"amsgrad": true}}})",
+                        "optimizer.params.amsgrad = true is not supported");
+    expect_config_error("bf16 and fp16", R"({"bf16": {"enabled": true}, "fp16": {"enabled": true}})",
+                        "ds.json:1:49: DeepSpeed config enables both bf16 and fp16; enable at most one");
+    expect_config_error("bf16 and bfloat16", R"({"bf16": {"enabled": true}, "bfloat16": {"enabled": true}})",
+                        "has both bf16 and bfloat16 sections");
+    expect_config_error("amp", R"({"amp": {"enabled": true, "opt_level": "O1"}})", "amp.enabled = true is not supported");
+    expect_config_error("consecutive_hysteresis", R"({"fp16": {"consecutive_hysteresis": true}})",
+                        "fp16.consecutive_hysteresis = true is not supported");
+
+    // files: missing, and a parse error that names the file and position
+    expect_failure("missing config", [] {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_deepspeed_config("no_such_ds.json", o, x);
+    }, "DeepSpeed config no_such_ds.json does not exist");
+    FILE* f = open_file("ds_bad.json", "wb");
+    fputs("{\n  \"zero_optimization\": {\"stage\": 3,},\n}\n", f);
+    fclose(f);
+    expect_failure("bad file", [] {
+        TrainOptions o;
+        DeepSpeedExtras x;
+        apply_deepspeed_config("ds_bad.json", o, x);
+    }, "ds_bad.json:2:36: trailing comma before '}'");
+}
+
+}  // namespace
+
+int main() {
+    test_json_valid();
+    test_json_invalid();
+    test_full_config();
+    test_notes();
+    test_precision();
+    test_scheduler_and_misc();
+    test_total_batch();
+    test_config_errors();
+    return test_summary("deepspeed_config");
+}
