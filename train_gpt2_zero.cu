@@ -224,6 +224,15 @@ inline float learning_rate_at(const TrainOptions& o, int step, int total_steps) 
     return min_lr + 0.5f * (1.0f + cosf((float)M_PI * ratio)) * (o.learning_rate - min_lr);
 }
 
+// The largest micro-batch (at most B) for which some validation shard holds one
+// global batch of B*T*ranks+1 tokens; 0 if none does.
+inline int validation_micro_batch(const std::string& pattern, int B, int T, int world) {
+    size_t longest = 0;
+    for (const std::string& path : glob_sorted(pattern)) longest = std::max(longest, read_shard_header(path));
+    if (longest == 0) return B;  // no files: let the loader say so
+    return (int)std::min<size_t>(B, (longest - 1) / ((size_t)T * world));
+}
+
 // What a checkpoint keeps besides the model and optimizer shards.
 struct RunState {
     int32_t step;            // steps completed
@@ -302,11 +311,16 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     DataLoader train_loader, val_loader;
     train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, rank, world, o.shuffle != 0, o.seed);
     train_loader.set_vocab_check(run.cfg.vocab_size);
-    bool have_val = o.val_every > 0 && !o.val_pattern.empty();
+    // validation: the micro-batch, or fewer sequences if the validation set is smaller than one global batch
+    int val_B = o.val_every > 0 && !o.val_pattern.empty() ? validation_micro_batch(o.val_pattern, o.micro_batch, o.seq_len, world) : 0;
+    bool have_val = val_B > 0;
     if (have_val) {
-        val_loader.init(o.val_pattern, o.micro_batch, o.seq_len, rank, world, false, o.seed);
+        val_loader.init(o.val_pattern, val_B, o.seq_len, rank, world, false, o.seed);
         val_loader.set_vocab_check(run.cfg.vocab_size);
     }
+    if (rank0 && o.val_every > 0 && val_B < o.micro_batch)
+        printf(val_B ? "note: the validation set holds fewer than B*T*ranks tokens: validating with B=%d\n"
+                     : "note: the validation set holds fewer than T*ranks+1 tokens: no validation\n", val_B);
     std::unique_ptr<Tokenizer> tokenizer;
     if (file_exists(o.tokenizer_path)) {
         tokenizer = std::make_unique<Tokenizer>();
@@ -414,9 +428,9 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         double sum = 0.0;
         for (int i = 0; i < batches; i++) {
             val_loader.next_batch();
-            sum += model.forward(val_loader.inputs, val_loader.targets, o.micro_batch, o.seq_len, 0.0f);
+            sum += model.forward(val_loader.inputs, val_loader.targets, val_B, o.seq_len, 0.0f);
         }
-        double tokens = (double)batches * o.micro_batch * o.seq_len * world;
+        double tokens = (double)batches * val_B * o.seq_len * world;
         return comm.sum_scalar(sum) / tokens;
     };
 
