@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -459,6 +460,7 @@ class JsonParser {
             advance();
             return v;
         }
+        std::unordered_map<std::string, size_t> index;  // key -> member, to refuse duplicates in O(1)
         for (;;) {
             skip_ws();
             if (pos >= s.size()) error_at(v.line_, v.column_, "unterminated object (no closing '}')");
@@ -466,10 +468,10 @@ class JsonParser {
             if (s[pos] != '"') error("expected a member name in double quotes, found " + describe_here());
             int kl = line, kc = col;
             std::string key = parse_string();
-            for (const JsonMember& m : v.object_)
-                if (m.key == key)
-                    error_at(kl, kc, ("duplicate key \"" + key + "\" (first at line " + std::to_string(m.value.line_) +
-                                      ")"));
+            auto seen = index.emplace(key, v.object_.size());
+            if (!seen.second)
+                error_at(kl, kc, ("duplicate key \"" + key + "\" (first at line " +
+                                  std::to_string(v.object_[seen.first->second].value.line_) + ")"));
             skip_ws();
             if (pos >= s.size() || s[pos] != ':')
                 error("expected ':' after member name \"" + key + "\", found " + describe_here());
