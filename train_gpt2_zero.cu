@@ -106,10 +106,10 @@ struct GPT2 {
     }
 
     // Forward over a (B, T) batch of tokens on the host. With targets, the
-    // per-token losses are computed; with dloss != 0 (training) the loss
-    // gradient replaces the logits and unit 0 stays held for backward.
-    // Returns the sum of this rank's per-token losses (0 without targets).
-    double forward(const int* inputs, const int* targets, int B_, int T__, float dloss) {
+    // per-token losses are computed (acts.losses); with dloss != 0 (training)
+    // the loss gradient replaces the logits and unit 0 stays held for backward.
+    // Nothing is read back: the host does not wait for the device here.
+    void forward(const int* inputs, const int* targets, int B_, int T__, float dloss) {
         B = B_, T_ = T__, inputs_host = inputs;
         bool training = dloss != 0.0f;
         int C = cfg.channels, L = cfg.num_layers;
@@ -141,20 +141,28 @@ struct GPT2 {
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
         matmul_forward(ctx, acts.t(acts.logits), acts.t(acts.lnf), head.wte, (const T*)nullptr, BT(), C,
                        cfg.padded_vocab_size, (T*)nullptr);  // (B,T,Vp)
-        double loss_sum = 0.0;
-        if (targets) {
+        if (targets)
             fused_classifier(ctx, acts.t(acts.logits), (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
                              cfg.padded_vocab_size, dloss);
-            std::vector<float> losses(BT());
-            zero.copy_to_host(losses.data(), acts.losses, BT() * sizeof(float));
-            for (float x : losses) loss_sum += x;
-        }
         if (!training) {
             zero.release_params(layout.embed_unit());
             zero.end_pass();
             acts.set_saved_live(false);
         }
-        return loss_sum;
+    }
+
+    // The per-token losses of the last forward, added into acts.loss_sums (the
+    // running sum of a step's micro-steps), on the device.
+    void add_losses(bool first) {
+        accumulate(ctx, (float*)acts.loss_sums, (const float*)acts.losses, BT(), first);
+    }
+    // The sum of acts.loss_sums (or of the last forward's losses), read back.
+    double read_loss_sum(bool accumulated) {
+        std::vector<float> losses(BT());
+        zero.copy_to_host(losses.data(), accumulated ? acts.loss_sums : acts.losses, BT() * sizeof(float));
+        double sum = 0.0;
+        for (float x : losses) sum += x;
+        return sum;
     }
 
     // Backward of the last training forward. Gradients accumulate into the
@@ -428,7 +436,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         double sum = 0.0;
         for (int i = 0; i < batches; i++) {
             val_loader.next_batch();
-            sum += model.forward(val_loader.inputs, val_loader.targets, val_B, o.seq_len, 0.0f);
+            model.forward(val_loader.inputs, val_loader.targets, val_B, o.seq_len, 0.0f);
+            sum += model.read_loss_sum(false);
         }
         double tokens = (double)batches * val_B * o.seq_len * world;
         return comm.sum_scalar(sum) / tokens;
@@ -481,10 +490,11 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         comm.stats = CommStats{};
         MemCounts live_fwd, live_bwd;
         float dloss = scaler.scale() / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
-        double loss_sum = 0.0;
+
         for (int micro = 0; micro < run.micro_steps; micro++) {
             train_loader.next_batch();
-            loss_sum += model.forward(train_loader.inputs, train_loader.targets, o.micro_batch, o.seq_len, dloss);
+            model.forward(train_loader.inputs, train_loader.targets, o.micro_batch, o.seq_len, dloss);
+            model.add_losses(micro == 0);
             live_fwd = mem.live_bytes();
             model.backward(micro);
             live_bwd = mem.live_bytes();
@@ -495,7 +505,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         MemCounts live_step = mem.live_bytes();
         float loss_scale_used = scaler.scale();
         scaler.update(res.skipped);
-        double loss = comm.sum_scalar(loss_sum) / tokens_per_step;
+        double loss = comm.sum_scalar(model.read_loss_sum(true)) / tokens_per_step;
         auto t1 = std::chrono::steady_clock::now();
         double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
         if (step > start_step) total_ms += ms, timed_steps++;  // the first step warms up

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
         writer.commit();
 
         // logits: an evaluation pass leaves them in place
-        loss = model.forward(inputs.data(), targets.data(), B, T, 0.0f) / (B * T);
+        model.forward(inputs.data(), targets.data(), B, T, 0.0f);
+        loss = model.read_loss_sum(false) / (B * T);
         for (int i = 0; i < B * T; i++)
             for (int v = 0; v < V; v++) logits[(size_t)i * V + v] = ((float*)model.acts.logits)[(size_t)i * Vp + v];
         // gradients of the mean loss

@@ -65,6 +65,7 @@ class Activations {
             {&fch_gelu, cg * BT * 4 * C, sizeof(T)}, {&residual3, co * BT * C, sizeof(T)},
             {&lnf, BT * C, sizeof(T)},              {&lnf_stats, 2 * BT, 4},
             {&logits, BT * Vp, sizeof(T)},          {&losses, BT, 4},
+            {&loss_sums, BT, 4},
             {&tokens, 2 * BT, 4},
         };
         saved_block = carve(saved, MemKind::Activations, Arena::Device, "activations");
@@ -104,6 +105,7 @@ class Activations {
     void* lnf_stats;  // (2, B, T): mean then rstd
     void* logits;     // (B, T, Vp): logits, then dlogits in place
     void* losses;     // (B, T) fp32
+    void* loss_sums;  // (B, T) fp32: the losses of a step's micro-steps, summed
     void* tokens;     // (2, B, T) int: inputs then targets, on the device
     // scratch: never needed from one pass to the next
     void* branch;     // (B, T, C) a projection's output before it joins the residual stream

@@ -96,7 +96,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double acts = cm * per_layer + cg * BT * 4 * C * s       // fch_gelu
                   + (1 + outputs + 1) * BT * C * s           // encoded, layer outputs, lnf
                   + 2 * BT * 4 + BT * Vp * s                 // lnf stats, logits
-                  + BT * 4 + 2 * BT * 4;                     // losses, input and target tokens
+                  + 2 * BT * 4 + 2 * BT * 4;                 // losses and their sum, input and target tokens
     double host_acts = q.offload_activations ? L * BT * C * s : 0;
     double scratch = BT * C * (1 + 1 + 1 + 3 + 4) * s        // branch, dresidual, dbtc, dqkv, dfch
                      + (off_opt ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
