@@ -397,7 +397,9 @@ inline void micro_kernel(int kc, const float* __restrict a, const float* __restr
     __m256 c50 = _mm256_setzero_ps(), c51 = _mm256_setzero_ps();
     // Warm the destination rows while the k loop runs.
     for (int i = 0; i < mr; ++i) _mm_prefetch(reinterpret_cast<const char*>(o.d + (size_t)i * o.ldd), _MM_HINT_T0);
+#if defined(__GNUC__) && !defined(__CUDACC__) && !defined(__clang__)
 #pragma GCC unroll 4
+#endif
     for (int k = 0; k < kc; ++k) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
         __m256 av;

@@ -484,6 +484,7 @@ inline CpuFeatures detect_features() {
     if (!(osxsave && avx)) return f;
     unsigned xlo, xhi;
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    (void)xhi;  // the upper half of XCR0 holds no state we need
     const bool os_avx = (xlo & 0x6u) == 0x6u;       // SSE and AVX state
     const bool os_avx512 = (xlo & 0xe6u) == 0xe6u;  // + opmask, upper ZMM, ZMM16-31
     __get_cpuid_count(7, 0, &a, &b, &c, &d);
