@@ -241,14 +241,6 @@ inline int validation_micro_batch(const std::string& pattern, int B, int T, int 
     return (int)std::min<size_t>(B, (longest - 1) / ((size_t)T * world));
 }
 
-// What a checkpoint keeps besides the model and optimizer shards.
-struct RunState {
-    int32_t step;            // steps completed
-    int32_t adam_t;          // optimizer steps taken (skipped ones excluded)
-    LossScaler::State scaler;
-    DataLoader::State loader;
-};
-
 // Samples gen_tokens tokens from the model, starting from <|endoftext|>.
 // Every rank runs it (stage 3 needs every rank for its gathers); rank 0 prints.
 template <typename T>
@@ -352,28 +344,15 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     // resume
     int start_step = 0;
     if (o.resume) {
-        int found = latest_checkpoint(o.output_dir);
-        if (found < 0) {
+        RunState rs;
+        std::string dir = resume_checkpoint(o.output_dir, zero, rs);
+        if (dir.empty()) {
             if (rank0) printf("no complete checkpoint in %s: starting from scratch\n", o.output_dir.c_str());
         } else {
-            std::string dir = checkpoint_dir(o.output_dir, found);
-            RunState rs;
-            CkptHeader h = read_state_file(dir, run.cfg, rs);
-            size_t n = zero.optimizer_numel();
-            std::vector<float> w(n), m(n), v(n);
-            float* arrays[3] = {w.data(), m.data(), v.data()};
-            read_optim_files(dir, layout, h.world, zero.plan, zero.stage, rank, arrays);
-            zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
-            zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
-            zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));
-            zero.adam_t = rs.adam_t;
-            zero.refresh_params_from_master();
             scaler.st = rs.scaler;
             train_loader.restore(rs.loader);
             start_step = rs.step;
-            if (rank0)
-                printf("resumed from %s (step %d; written by %d rank(s) at stage %d)\n", dir.c_str(), rs.step,
-                       h.world, h.stage);
+            if (rank0) printf("resumed from %s (step %d)\n", dir.c_str(), rs.step);
         }
     }
 
@@ -383,51 +362,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         make_dir(o.output_dir);
         main_log = open_file(o.output_dir + "/main.log", start_step > 0 ? "a" : "w");
     }
-    auto save_checkpoint = [&](int step) {
-        std::string dir = checkpoint_dir(o.output_dir, step);
-        if (rank0) make_dir(dir);
-        comm.barrier();
-        // model.bin: llm.c format; stage 3 gathers each unit for it
-        std::unique_ptr<ModelFileWriter<float>> w32;
-        std::unique_ptr<ModelFileWriter<bf16>> w16;
-        if (rank0) {
-            if (run.dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", layout);
-            else w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", layout);
-        }
-        for (int u = 0; u < layout.num_units(); u++) {
-            const T* unit = zero.unit_for_export(u);
-            if (rank0) {
-                std::vector<T> host(zero.plan.padded[u]);
-                zero.copy_to_host(host.data(), unit, host.size() * sizeof(T));
-                if (w16) w16->write_unit(u, (const bf16*)host.data());
-                else {
-                    std::vector<float> f(host.size());
-                    for (size_t i = 0; i < host.size(); i++) f[i] = to_float(host[i]);
-                    w32->write_unit(u, f.data());
-                }
-            }
-            zero.done_with_unit(u);
-        }
-        if (w16) w16->commit();
-        if (w32) w32->commit();
-        // optim_rank<r>.bin: every rank its slices
-        size_t n = zero.optimizer_numel();
-        std::vector<float> w(n), m(n), v(n);
-        zero.copy_to_host(w.data(), zero.master_weights(), n * sizeof(float));
-        zero.copy_to_host(m.data(), zero.adam_m_state(), n * sizeof(float));
-        zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
-        const float* arrays[3] = {w.data(), m.data(), v.data()};
-        write_optim_file(dir, make_header(CKPT_OPTIM_MAGIC, run.cfg, step, world, zero.stage, rank, zero.plan.shard_numel),
-                         zero.plan, zero.stage, arrays);
-        if (rank0) {
-            RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
-            write_state_file(dir, make_header(CKPT_STATE_MAGIC, run.cfg, step, world, zero.stage, 0, 0), rs);
-        }
-        comm.barrier();
-        if (rank0) {
-            write_done_marker(dir);
-            printf("checkpoint written: %s\n", dir.c_str());
-        }
+    auto save = [&](int step) {
+        RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
+        std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype);
+        if (rank0) printf("checkpoint written: %s\n", dir.c_str());
     };
 
     auto evaluate = [&]() {
@@ -481,7 +419,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
         if (!o.output_dir.empty() && step > start_step &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
-            save_checkpoint(step);
+            save(step);
         if (last) break;
 
         // ---- one optimizer step

@@ -18,15 +18,18 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "data/dataloader.h"
 #include "zero/common.h"
 #include "zero/gpt2_config.h"
 #include "zero/loss_scaler.h"
 #include "zero/model_file.h"
 #include "zero/param_layout.h"
 #include "zero/shard_plan.h"
+#include "zero/zero_engine.h"
 
 constexpr uint32_t CKPT_STATE_MAGIC = 0x5a45524f;  // "ZERO"
 constexpr uint32_t CKPT_OPTIM_MAGIC = 0x5a4f5054;  // "ZOPT"
@@ -219,4 +222,85 @@ inline std::string consolidate_checkpoint(const std::string& dir) {
     writer.commit();
     printf("wrote %s from the %d optimizer shard(s) of step %d\n", out.c_str(), h.world, h.step);
     return out;
+}
+
+// ----------------------------------------------------------------------------
+// Saving and resuming a run's engine: what every rank calls.
+
+// What state.bin keeps besides the model and the optimizer shards.
+struct RunState {
+    int32_t step;    // steps completed
+    int32_t adam_t;  // optimizer steps taken (skipped ones excluded)
+    LossScaler::State scaler;
+    DataLoader::State loader;
+};
+
+// Writes checkpoint_<rs.step> (every rank calls this together); returns its directory.
+template <typename T>
+std::string save_checkpoint(const std::string& output_dir, const RunState& rs, ZeroEngine<T>& zero, DType dtype) {
+    const ParamLayout& layout = zero.layout;
+    const bool rank0 = zero.rank == 0;
+    std::string dir = checkpoint_dir(output_dir, rs.step);
+    if (rank0) make_dir(dir);
+    zero.comm.barrier();
+
+    // model.bin: the compute-dtype parameters (bf16 -> version 5, else fp32 version 3);
+    // stage 3 gathers each unit for it
+    std::unique_ptr<ModelFileWriter<float>> w32;
+    std::unique_ptr<ModelFileWriter<bf16>> w16;
+    if (rank0 && dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", layout);
+    else if (rank0) w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", layout);
+    for (int u = 0; u < layout.num_units(); u++) {
+        const T* unit = zero.unit_for_export(u);
+        if (rank0) {
+            std::vector<T> host(zero.plan.padded[u]);
+            zero.copy_to_host(host.data(), unit, host.size() * sizeof(T));
+            if (w16) {
+                w16->write_unit(u, (const bf16*)host.data());
+            } else {
+                std::vector<float> f(host.size());
+                for (size_t i = 0; i < host.size(); i++) f[i] = to_float(host[i]);
+                w32->write_unit(u, f.data());
+            }
+        }
+        zero.done_with_unit(u);
+    }
+    if (w16) w16->commit();
+    if (w32) w32->commit();
+
+    // optim_rank<r>.bin: every rank its slices of master, m, v
+    size_t n = zero.optimizer_numel();
+    std::vector<float> w(n), m(n), v(n);
+    zero.copy_to_host(w.data(), zero.master_weights(), n * sizeof(float));
+    zero.copy_to_host(m.data(), zero.adam_m_state(), n * sizeof(float));
+    zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
+    const float* arrays[3] = {w.data(), m.data(), v.data()};
+    write_optim_file(dir,
+                     make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, zero.world, zero.stage, zero.rank,
+                                 zero.plan.shard_numel),
+                     zero.plan, zero.stage, arrays);
+    if (rank0) write_state_file(dir, make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, zero.world, zero.stage, 0, 0), rs);
+    zero.comm.barrier();
+    if (rank0) write_done_marker(dir);  // only now is the checkpoint complete
+    return dir;
+}
+
+// Loads the latest complete checkpoint in output_dir into the engine (whatever
+// world size and stage wrote it) and rs; returns its directory, or "" if none.
+template <typename T>
+std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, RunState& rs) {
+    int found = latest_checkpoint(output_dir);
+    if (found < 0) return "";
+    std::string dir = checkpoint_dir(output_dir, found);
+    CkptHeader h = read_state_file(dir, zero.layout.cfg, rs);
+    size_t n = zero.optimizer_numel();
+    std::vector<float> w(n), m(n), v(n);
+    float* arrays[3] = {w.data(), m.data(), v.data()};
+    read_optim_files(dir, zero.layout, h.world, zero.plan, zero.stage, zero.rank, arrays);
+    zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
+    zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
+    zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));
+    zero.adam_t = rs.adam_t;
+    zero.refresh_params_from_master();
+    return dir;
 }
