@@ -1,25 +1,13 @@
-// GELU on the GPU (tanh approximation, the same formula as kernels/cpu/gelu.h):
+// GELU on the GPU (tanh approximation, the very functions of kernels/cpu/gelu.h):
 //   gelu(x)  = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 //   gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3*0.044715 x^2)
 // Elementwise, 128-bit packs, grid-stride; a scalar path covers lengths that
 // are not a multiple of the pack and pointers that are not 16-byte aligned.
 #pragma once
 
+#include "kernels/cpu/gelu.h"  // gelu_value, gelu_derivative: one formula for both builds
 #include "kernels/cuda_common.cuh"
 
-__device__ __forceinline__ float gelu_value_dev(float x) {
-    const float s = 0.7978845608028654f;  // sqrt(2/pi), GELU_SCALE of the CPU twin
-    float cube = 0.044715f * x * x * x;
-    return 0.5f * x * (1.0f + tanhf(s * (x + cube)));
-}
-
-__device__ __forceinline__ float gelu_derivative_dev(float x) {
-    const float s = 0.7978845608028654f;
-    float cube = 0.044715f * x * x * x;
-    float t = tanhf(s * (x + cube));
-    float sech2 = 1.0f - t * t;
-    return 0.5f * (1.0f + t) + 0.5f * x * sech2 * s * (1.0f + 3.0f * 0.044715f * x * x);
-}
 
 // out (n) = gelu(inp (n)). VEC: packs of Packed128<T>::size elements, else scalars.
 template <typename T, bool VEC>
@@ -34,12 +22,12 @@ __global__ void gelu_forward_kernel(T* out, const T* inp, size_t n) {
             Packed128<T> x = load128cs(inp + p * X);
             Packed128<T> y;
 #pragma unroll
-            for (int k = 0; k < X; k++) y.set(k, gelu_value_dev(x.get(k)));
+            for (int k = 0; k < X; k++) y.set(k, gelu_value(x.get(k)));
             store128(out + p * X, y);
         }
         done = npack * X;
     }
-    for (size_t i = done + tid; i < n; i += stride) out[i] = from_float<T>(gelu_value_dev(to_float(inp[i])));
+    for (size_t i = done + tid; i < n; i += stride) out[i] = from_float<T>(gelu_value(to_float(inp[i])));
 }
 
 // dinp (n) = gelu'(inp) * dout; dinp may alias dout (each element is read, then written, by one thread)
@@ -56,13 +44,13 @@ __global__ void gelu_backward_kernel(T* dinp, const T* inp, const T* dout, size_
             Packed128<T> d = load128(dout + p * X);
             Packed128<T> y;
 #pragma unroll
-            for (int k = 0; k < X; k++) y.set(k, gelu_derivative_dev(x.get(k)) * d.get(k));
+            for (int k = 0; k < X; k++) y.set(k, gelu_derivative(x.get(k)) * d.get(k));
             store128(dinp + p * X, y);
         }
         done = npack * X;
     }
     for (size_t i = done + tid; i < n; i += stride)
-        dinp[i] = from_float<T>(gelu_derivative_dev(to_float(inp[i])) * to_float(dout[i]));
+        dinp[i] = from_float<T>(gelu_derivative(to_float(inp[i])) * to_float(dout[i]));
 }
 
 template <typename T>

@@ -482,9 +482,9 @@ inline CpuFeatures detect_features() {
     __get_cpuid(1, &a, &b, &c, &d);
     const bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
     if (!(osxsave && avx)) return f;
-    unsigned xlo, xhi;
+    unsigned xlo;
+    [[maybe_unused]] unsigned xhi;  // the upper half of XCR0 holds no state we need
     __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-    (void)xhi;  // the upper half of XCR0 holds no state we need
     const bool os_avx = (xlo & 0x6u) == 0x6u;       // SSE and AVX state
     const bool os_avx512 = (xlo & 0xe6u) == 0xe6u;  // + opmask, upper ZMM, ZMM16-31
     __get_cpuid_count(7, 0, &a, &b, &c, &d);

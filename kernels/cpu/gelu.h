@@ -8,12 +8,13 @@
 
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 
-inline float gelu_value(float x) {
+// HD: the CUDA kernels (kernels/gelu.cuh) use these same functions.
+HD float gelu_value(float x) {
     float cube = 0.044715f * x * x * x;
     return 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + cube)));
 }
 
-inline float gelu_derivative(float x) {
+HD float gelu_derivative(float x) {
     float cube = 0.044715f * x * x * x;
     float t = tanhf(GELU_SCALE * (x + cube));
     float sech2 = 1.0f - t * t;
