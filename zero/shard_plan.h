@@ -112,7 +112,6 @@ struct ShardPlan {
     int unit_of_shard(size_t shard_off) const {
         return (int)(std::upper_bound(shard_offset.begin(), shard_offset.end(), shard_off) - shard_offset.begin()) - 1;
     }
-    size_t largest_unit() const { return *std::max_element(padded.begin(), padded.end()); }
     size_t largest_slice() const {
         size_t m = 0;
         for (int u = 0; u < num_units(); u++) m = std::max(m, slice_numel(u));

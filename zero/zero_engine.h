@@ -312,7 +312,6 @@ class ZeroEngine {
     float* master_weights() { return master; }
     float* adam_m_state() { return adam_m; }
     float* adam_v_state() { return adam_v; }
-    const std::vector<ShardPiece>& optimizer_pieces() const { return pieces; }
     // Stages 0-1: the full gradient buffer (for inspection by tests; valid
     // between backward and step).
     const T* full_gradients() const { return grads_full; }
