@@ -10,8 +10,21 @@
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90
-NVCC_FLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo
-NVCC_LIBS ?= -L$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lgomp
+
+# Where NCCL is: NCCL_HOME if set, else the CUDA toolkit, else the system, else
+# PyTorch's wheel (nvidia-nccl-cu13: nvidia/nccl/{include,lib}, only libnccl.so.2).
+# dev/find_nccl.sh prints "<include dir> <lib dir> <library file>"; the binary
+# gets an rpath to that folder, so it runs without LD_LIBRARY_PATH.
+NCCL_FOUND := $(shell sh dev/find_nccl.sh "$(CUDA_HOME)" 2>/dev/null)
+NCCL_INC := $(word 1,$(NCCL_FOUND))
+NCCL_LIBDIR := $(word 2,$(NCCL_FOUND))
+NCCL_LIBFILE := $(word 3,$(NCCL_FOUND))
+CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) $(CUDA_HOME)/lib64)
+
+NVCC_FLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
+              $(if $(NCCL_INC),-I$(NCCL_INC))
+NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas \
+             $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE),-lnccl) -lgomp
 
 CXX ?= g++
 CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
@@ -23,6 +36,7 @@ SOURCES := train_gpt2_zero.cu $(wildcard zero/*.h) $(wildcard kernels/*.h kernel
 all: train_gpt2_zero
 
 train_gpt2_zero: $(SOURCES)
+	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
 	$(NVCC) $(NVCC_FLAGS) -o $@ train_gpt2_zero.cu $(NVCC_LIBS)
 
 train_gpt2_zero_cpu: $(SOURCES)

@@ -1,126 +1,240 @@
 #!/usr/bin/env bash
-# Everything a GPU session should run, in one call: build, the GPU test suite,
-# the kernel benchmarks against their targets, the trainer's tokens/s, MFU and
-# memory for GPT-2 d12/d24/d48 at every stage and precision, offload, the largest
-# trainable model, and the side-by-side comparisons (PyTorch's attention,
-# karpathy/llm.c's train_gpt2cu when its source is provided). A summary table
-# comes last; logs go to $OUT (default $OUT from the device tool, else /tmp/bench).
+# GPU measurements in sections, each alone under 8 minutes on an H100, each
+# appending its rows to $OUT/summary.txt. A lent GPU has 30 minutes of device
+# time: run `dev/gpu_preflight.sh` first, then sections in the order `plan` gives.
 #
-#   bash dev/bench_gpu.sh [quick]
+#   bash dev/bench_gpu.sh plan            the order and expected minutes
+#   bash dev/bench_gpu.sh SECTION...      run these sections (after the preflight built)
 #
-# The GPU machine reaches nothing outside: carry the data (data/mobydick,
-# data/gpt2_tokenizer.bin) and, for the llm.c comparison, a copy of its source in
-# an ignored folder named by LLMC_DIR (built there, never committed).
+# Sections:
+#   tests     ctest -L gpu: every kernel against its CPU twin, GPU training vs the
+#             CPU build, stages 0-3 at N = 1, 2, 4 emulated, fp16 overflow, NCCL launch
+#   sanitize  compute-sanitizer memcheck + racecheck: the workbench, and 2 steps of
+#             -z 3 --ranks 2 bf16
+#   kernels   the workbench timed (GB/s against the device copy, TFLOP/s), and our
+#             attention against PyTorch's scaled_dot_product_attention
+#   llmc      the first part of d12 alone: llm.c and ours at B 16 and 64, stage 1
+#   d12       GPT-2 124M side by side with karpathy/llm.c (carried in .carry/llm.c),
+#             B 16 and B 64, stages 0-3, fp16, 4 emulated ranks
+#   memory    d12, stages 0-3, 1 and 4 emulated ranks: accountant vs predictor vs the
+#             device's own used memory
+#   scale     d24 and d48, bf16 and fp16, stages 1 and 3
+#   offload   tokens/s with and without optimizer/parameter offload at d12, d24, d48;
+#             the CPU AdamW on this machine's cores
+#   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
+#   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
+#
+# The machine reaches nothing outside: carry data/mobydick, data/gpt2_tokenizer.bin
+# and .carry (dev/gpu_carry.sh assembles them).
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/bench}
+OUT=${OUT:-/tmp/gpu}
 mkdir -p "$OUT"
-QUICK=${1:-}
 SUMMARY=$OUT/summary.txt
-: >"$SUMMARY"
-row() { printf "%-58s %s\n" "$1" "$2" | tee -a "$SUMMARY"; }
-section() { echo; echo "##### $*"; }
+touch "$SUMMARY"
+row() { printf "%-52s %s\n" "$1" "$2" | tee -a "$SUMMARY"; }
+section() { echo; echo "##### $* ($(date +%T))"; }
+need_build() {
+    [ -x train_gpt2_zero ] && [ -x train_gpt2_zero_cpu ] ||
+        make -j"$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$OUT/build.log" 2>&1 ||
+        { tail -n 30 "$OUT/build.log"; exit 1; }
+}
 
-section "machine"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-GPU_NAME=$(head -n 1 "$OUT/gpu.txt" | cut -d, -f1)
-nproc; free -g | head -2
-
-section "build"
-make -j"$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$OUT/build.log" 2>&1 || { tail -n 40 "$OUT/build.log"; exit 1; }
-make -C dev/cuda -j"$(nproc)" >"$OUT/workbench_build.log" 2>&1 || { tail -n 40 "$OUT/workbench_build.log"; exit 1; }
-[ -f data/mobydick/mobydick_train.bin ] || { echo "no data: carry data/mobydick"; exit 1; }
-
-section "GPU tests (ctest -L gpu)"
-cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release >/dev/null &&
-    cmake --build build/test -j"$(nproc)" >"$OUT/test_build.log" 2>&1 &&
-    (cd build/test && ctest -L gpu --output-on-failure 2>&1) | tee "$OUT/ctest_gpu.log" | tail -n 15
-row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -n 1)"
-
-section "kernel benchmarks (dev/cuda)"
-(cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce attention; do
-    echo "=== $p"; ./$p 2>&1; done) | tee "$OUT/kernels.log" | grep -E "===|PASS|FAIL|copy|TF/s|GB/s" | head -n 120
-grep -E "of copy|% of" "$OUT/kernels.log" | while read -r line; do row "kernel" "$line"; done
-
-section "attention: ours against PyTorch SDPA (B 8, T 1024, 12 heads, hs 64, bf16)"
-python3 dev/bench_sdpa.py 8 1024 12 64 2>&1 | tee "$OUT/sdpa.log"
-ours=$(grep -m 1 "warm:" "$OUT/kernels.log" | sed -E 's/.*fwd\+bwd +([0-9.]+) us.*/\1/')
-for backend in flash cudnn; do
-    theirs=$(awk -v b="$backend" '$1 == "sdpa" && $2 == b && NF == 5 { print $5 * 1000 }' "$OUT/sdpa.log")
-    [ -n "$theirs" ] && [ -n "$ours" ] &&
-        row "attention fwd+bwd: ours ${ours} us vs SDPA $backend ${theirs} us" \
-            "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.0f%% of its speed (target >= 80%%)", 100 * b / a }')"
-done
-
-# one trainer run: name, flags; records tok/s, MFU and peak memory
+# one trainer run: NAME FLAGS...; a row with tok/s, MFU and memory
 train() {
     local name=$1
     shift
-    ./train_gpt2_zero -i data/mobydick/mobydick_train.bin -v 0 -s 0 -x "${STEPS:-12}" "$@" --mem_report 1 \
-        -o "$OUT/run_$name" >"$OUT/run_$name.log" 2>&1
-    local rc=$?
-    local avg mfu mem
-    avg=$(grep -m 1 "average step time" "$OUT/run_$name.log" | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/')
-    mfu=$(grep "MFU" "$OUT/run_$name.log" | tail -n 1 | sed -E 's/.*MFU ([0-9.]+)%.*/\1/')
-    mem=$(grep "mem rank 0 device" "$OUT/run_$name.log" | tail -n 1 | sed -E 's/.*peak +([0-9.]+).*reserved +([0-9.]+).*/peak \1 MiB, reserved \2 MiB/')
-    if [ $rc -ne 0 ]; then row "$name" "FAILED: $(grep -m 1 error "$OUT/run_$name.log")"
+    timeout "${RUN_TIMEOUT:-300}" ./train_gpt2_zero -v 0 -s 0 -x "${STEPS:-12}" "$@" --mem_report 1 \
+        -o "$OUT/runs/$name" >"$OUT/runs/$name.log" 2>&1
+    local rc=$? avg mfu mem
+    rm -rf "$OUT/runs/$name"/checkpoint_*  # every run writes one at its end: GBs, never needed here
+    avg=$(grep -m 1 "average step time" "$OUT/runs/$name.log" | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/')
+    mfu=$(grep "MFU" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*MFU +([0-9.]+)%.*/\1/')
+    mem=$(grep "mem rank 0 device" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*peak +([0-9.]+).*/peak \1 MiB/')
+    if [ $rc -ne 0 ]; then row "$name" "FAILED ($rc): $(grep -m 1 -iE 'error|fail' "$OUT/runs/$name.log")"
     else row "$name" "${avg:-?} tok/s, MFU ${mfu:-?}%, $mem"; fi
 }
+tokps() { grep -m 1 "average step time" "$OUT/runs/$1.log" 2>/dev/null | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else printf "?" }'; }
+mkdir -p "$OUT/runs"
 
-section "karpathy/llm.c train_gpt2cu, same machine, same batch (d12, B 16, T 1024, bf16)"
-if [ -n "${LLMC_DIR:-}" ] && [ -d "$LLMC_DIR" ]; then
-    (cd "$LLMC_DIR" && make train_gpt2cu NO_MULTI_GPU=1 USE_CUDNN=0 >"$OUT/llmc_build.log" 2>&1) &&
-        "$LLMC_DIR/train_gpt2cu" -e d12 -b 16 -t 1024 -x 12 -v 0 -s 0 -i data/mobydick/mobydick_train.bin \
-            -j data/mobydick/mobydick_val.bin >"$OUT/llmc.log" 2>&1
-    llmc=$(grep -E "^step +[0-9]+/" "$OUT/llmc.log" | tail -n 8 | sed -E 's/.*\| +([0-9]+) tok\/s.*/\1/' |
-        awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }')
-    row "llm.c train_gpt2cu d12 B16 T1024 bf16" "${llmc:-?} tok/s"
-else
-    row "llm.c train_gpt2cu" "not run (set LLMC_DIR to a carried copy of its source)"
-fi
-
-section "trainer: GPT-2 124M, T 1024, stages 0-3 at N = 1"
-for z in 0 1 2 3; do train "d12_bf16_z$z" -e d12 -b 16 -t 1024 -z "$z" -p bf16; done
-for z in 1 3; do train "d12_fp16_z$z" -e d12 -b 16 -t 1024 -z "$z" -p fp16; done
-for z in 0 3; do train "d12_bf16_z${z}_n4emulated" -e d12 -b 4 -t 1024 -z "$z" --ranks 4 -p bf16; done
-[ "$QUICK" = quick ] && { cat "$SUMMARY"; exit 0; }
-
-section "trainer: d24 and d48"
-for p in bf16 fp16; do
-    train "d24_${p}_z1" -e d24 -b 8 -t 1024 -z 1 -p "$p"
-    train "d48_${p}_z1" -e d48 -b 4 -t 1024 -z 1 -p "$p"
-    train "d48_${p}_z3" -e d48 -b 4 -t 1024 -z 3 -p "$p"
-done
-
-section "offload (tokens/s and memory), stages 2 and 3"
-for m in "d12 16" "d24 8" "d48 4"; do
-    set -- $m
-    for z in 2 3; do
-        train "${1}_z${z}" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16
-        train "${1}_z${z}_offopt" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16 --offload_optimizer cpu
+run_section() {
+case "$1" in
+plan)
+    cat <<'PLAN'
+A 30-minute GPU session (device time counts from the first call, start-up included).
+Minutes as measured on an H100 on 2026-11-22 (dev/gpu_notes.md):
+  call 1   dev/gpu_preflight.sh; dev/bench_gpu.sh tests pack           1.5 + 1.7 (+ ~1 start)
+  call 2   dev/bench_gpu.sh kernels d12 pack                           1.5 + 2.5
+  call 3   dev/gpu_preflight.sh; dev/bench_gpu.sh sanitize memory llmc pack
+                                                                       1.5 + 4 + 0.7 + 2
+  call 4   dev/bench_gpu.sh offload largest homework pack              3.2 + 4 + 1.5
+Start the next call within 30 s of the last one's end: the machine is still
+warm, the build is still there. A cold call starts a bare machine (~1 min) and
+must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool
+brings back at most 8 files. Carry: data/mobydick data/gpt2_tokenizer.bin .carry
+PLAN
+    ;;
+tests)
+    section "tests: ctest -L gpu"
+    need_build
+    cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
+    # the gpu tests are scripts: nothing to build for them
+    (cd build/test && timeout "${TESTS_TIMEOUT:-420}" ctest -L gpu -V 2>&1) >"$OUT/ctest_gpu.log"
+    grep -E "Test +#|tests passed|tests failed|FAIL|PASS.*z|relative" "$OUT/ctest_gpu.log" | tail -n 40
+    row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -n 1)"
+    ;;
+sanitize)
+    section "sanitize: compute-sanitizer memcheck and racecheck"
+    need_build
+    make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
+    for tool in memcheck racecheck; do
+        progs="encoder layernorm gelu classifier adamw reduce attention matmul"
+        [ $tool = racecheck ] && progs="encoder layernorm classifier adamw reduce attention"  # the kernels with shared memory
+        for p in $progs; do
+            limit=${SANITIZE_TIMEOUT:-40}
+            [ $p = attention ] && limit=$((limit * 4))  # racecheck of attention took more than 30 s on an H100
+            timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 "dev/cuda/$p" check \
+                >"$OUT/runs/sanitize_${tool}_$p.log" 2>&1
+            rc=$?
+            row "$tool workbench $p" "$([ $rc = 0 ] && echo clean || echo "rc $rc: $(grep -m 1 -E 'ERROR|Invalid|Race|error' "$OUT/runs/sanitize_${tool}_$p.log")")"
+        done
+        timeout 120 compute-sanitizer --tool "$tool" --error-exitcode 9 ./train_gpt2_zero -e "L=2,H=4,C=128,V=50257,T=128" \
+            -b 2 -t 128 -x 2 -v 0 -s 0 -z 3 --ranks 2 -p bf16 >"$OUT/runs/sanitize_${tool}_train.log" 2>&1
+        rc=$?
+        row "$tool train -z 3 --ranks 2 bf16, 2 steps" "$([ $rc = 0 ] && echo clean || echo "rc $rc: $(grep -m 1 -E 'ERROR|Invalid|Race|error' "$OUT/runs/sanitize_${tool}_train.log")")"
     done
-    train "${1}_z3_offall" -e "$1" -b "$2" -t 1024 -z 3 -p bf16 --offload_optimizer cpu --offload_param cpu
-done
-
-section "the largest GPT-2-shaped model for 20 steps (C 4096, 32 heads, raise the layers)"
-largest() {  # tag, extra flags: the largest L the predictor says fits this GPU, then 20 real steps
-    local tag=$1 best=0
-    shift
-    for L in 2 4 8 12 16 20 24 28 32 36 40 44 48 56 64 72 80; do
-        ./train_gpt2_zero -e "L=$L,H=32,C=4096" -b 1 -t 1024 -p bf16 "$@" --estimate 1 >/dev/null 2>&1 || break
-        best=$L
+    ;;
+kernels)
+    section "kernels: the workbench timed"
+    make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
+    (cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce attention; do
+        echo "=== $p"; timeout 120 ./$p 2>&1; done) >"$OUT/kernels.log"
+    grep -E "===|FAIL|GB/s|TF/s|copy|warm" "$OUT/kernels.log" | head -n 80
+    grep -E "of copy|% of" "$OUT/kernels.log" | while read -r line; do row "kernel" "$line"; done
+    section "attention: ours against PyTorch SDPA (B 8, T 1024, 12 heads, hs 64, bf16)"
+    timeout 120 python3 dev/bench_sdpa.py 8 1024 12 64 >"$OUT/sdpa.log" 2>&1
+    cat "$OUT/sdpa.log"
+    ours=$(grep -m 1 "warm: fwd" "$OUT/kernels.log" | sed -E 's/.*fwd\+bwd +([0-9.]+) us.*/\1/')
+    for backend in flash cudnn efficient; do
+        theirs=$(awk -v b="$backend" '$1 == "sdpa" && $2 == b && NF == 5 { print $5 * 1000 }' "$OUT/sdpa.log")
+        [ -n "$theirs" ] && [ -n "$ours" ] &&
+            row "attention fwd+bwd ours ${ours} us, SDPA $backend ${theirs} us" \
+                "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.0f%% of its speed (target >= 80%%)", 100 * b / a }')"
     done
-    if [ "$best" -gt 0 ]; then
-        STEPS=20 train "largest_${tag}_L${best}" -e "L=$best,H=32,C=4096" -b 1 -t 1024 -p bf16 "$@"
-        row "largest $tag" "L=$best ($(awk -v l="$best" 'BEGIN { printf "%.2fB", (12 * l * 4096 * 4096 + 51328 * 4096) / 1e9 }') parameters)"
+    ;;
+d12|llmc)
+    section "d12: GPT-2 124M, T 1024, bf16, one GPU"
+    need_build
+    D="-i data/mobydick/mobydick_train.bin"
+    LLMC=.carry/llm.c
+    # llm.c's loader asserts that a shard holds B*T+1 tokens; our validation shard
+    # (31,776 tokens) is smaller than B 64 x T 1024, so it validates on the training shard
+    if [ -d "$LLMC" ]; then
+        (cd "$LLMC" && timeout 300 make train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 -j"$(nproc)" >"$OUT/llmc_build.log" 2>&1) ||
+            tail -n 20 "$OUT/llmc_build.log"
+        for B in 16 64; do
+            timeout 180 "$LLMC/train_gpt2cu" -e d12 -b $B -t 1024 -x 12 -v 0 -s 0 -h 0 -i data/mobydick/mobydick_train.bin \
+                -j data/mobydick/mobydick_train.bin -o "$OUT/runs/llmc_b$B" >"$OUT/runs/llmc_b$B.log" 2>&1
+            llmc=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_b$B.log" | tail -n 8 | sed -E 's/.*\| +([0-9]+) tok\/s.*/\1/' |
+                awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }')
+            row "llm.c train_gpt2cu d12 B$B (no cuDNN)" "${llmc:-FAILED} tok/s"
+            eval "LLMC_B$B=${llmc:-0}"
+        done
+    else
+        row "llm.c train_gpt2cu" "not run: no .carry/llm.c (dev/gpu_carry.sh)"
     fi
+    for B in 16 64; do train "d12_b${B}_z1" $D -e d12 -b $B -t 1024 -z 1 -p bf16; done
+    for B in 16 64; do
+        v=LLMC_B$B
+        row "d12 B$B ours / llm.c tok/s" "$(ratio "$(tokps d12_b${B}_z1)" "${!v:-0}") (target >= 1)"
+    done
+    [ "$1" = llmc ] && return
+    for z in 0 2 3; do train "d12_b16_z$z" $D -e d12 -b 16 -t 1024 -z $z -p bf16; done
+    train d12_b16_z1_fp16 $D -e d12 -b 16 -t 1024 -z 1 -p fp16
+    train d12_b16_z3_fp16 $D -e d12 -b 16 -t 1024 -z 3 -p fp16
+    train d12_b4_z3_n4 $D -e d12 -b 4 -t 1024 -z 3 --ranks 4 -p bf16
+    for z in 2 3; do row "d12 B16 stage $z / stage 1 tok/s" "$(ratio "$(tokps d12_b16_z$z)" "$(tokps d12_b16_z1)") (target >= 0.95)"; done
+    grep -m 1 "measured matmul peak" "$OUT/runs/d12_b16_z1.log" | sed 's/^/  /'
+    ;;
+memory)
+    section "memory: accountant, predictor and cudaMemGetInfo (d12, B 4, T 1024, bf16)"
+    need_build
+    for n in 1 4; do for z in 0 1 2 3; do
+        STEPS=3 train "mem_d12_z${z}_n$n" -e d12 -b 4 -t 1024 -z $z --ranks $n -p bf16
+        # rank 0's last report: accountant (= predictor?), reserved, and the device's own used memory
+        grep "mem rank 0 device" "$OUT/runs/mem_d12_z${z}_n$n.log" | tail -n 1 | awk -F'|' '
+            { f = $2; b = $3; st = $4; gsub(/[^0-9. ]/, " ", f); gsub(/[^0-9. ]/, " ", b); gsub(/[^0-9. ]/, " ", st)
+              split(f, F, " "); split(b, B, " "); split(st, S, " ")
+              match($0, /reserved +[0-9.]+/); res = substr($0, RSTART + 9, RLENGTH - 9) + 0
+              match($0, /device used +[0-9.]+/); used = substr($0, RSTART + 12, RLENGTH - 12) + 0
+              printf "  fwd %.1f/%.1f bwd %.1f/%.1f step %.1f/%.1f (measured/predicted MiB); reserved %.1f, cudaMemGetInfo used %.1f, difference %.1f MiB\n",
+                     F[1], F[2], B[1], B[2], S[1], S[2], res, used, used - res }' | tee -a "$OUT/memory.txt"
+    done; done
+    ;;
+scale)
+    section "scale: d24 and d48"
+    need_build
+    for p in bf16 fp16; do
+        train "d24_${p}_z1" -e d24 -b 8 -t 1024 -z 1 -p "$p"
+        train "d48_${p}_z1" -e d48 -b 4 -t 1024 -z 1 -p "$p"
+        train "d48_${p}_z3" -e d48 -b 4 -t 1024 -z 3 -p "$p"
+    done
+    ;;
+offload)
+    section "offload: tokens/s with and without"
+    need_build
+    for m in "d12 16" "d48 4"; do
+        set -- $m
+        for z in ${OFFLOAD_STAGES:-2 3}; do
+            train "${1}_z${z}" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16
+            train "${1}_z${z}_offopt" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16 --offload_optimizer cpu
+            row "${1} stage $z offload_optimizer / none" "$(ratio "$(tokps "${1}_z${z}_offopt")" "$(tokps "${1}_z${z}")") (target >= 0.8 at d48)"
+        done
+        train "${1}_z3_offall" -e "$1" -b "$2" -t 1024 -z 3 -p bf16 --offload_optimizer cpu --offload_param cpu
+    done
+    section "CPU AdamW on this machine's cores"
+    mkdir -p build
+    g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp -o build/bench_cpu_adamw -lpthread &&
+        timeout 120 build/bench_cpu_adamw >"$OUT/cpu_adamw.log" 2>&1
+    tail -n 12 "$OUT/cpu_adamw.log"
+    grep -E "params/s" "$OUT/cpu_adamw.log" | tail -n 4 | while read -r line; do row "cpu adamw" "$line"; done
+    ;;
+largest)
+    section "largest GPT-2-shaped model for 20 steps (C 4096, 32 heads, L raised)"
+    need_build
+    largest() {  # TAG FLAGS...: the largest L the predictor says fits, then 20 real steps
+        local tag=$1 best=0
+        shift
+        for L in 2 4 8 12 16 20 24 28 32 36 40 44 48 56 64 72 80 96 112 128; do
+            ./train_gpt2_zero -e "L=$L,H=32,C=4096" -b 1 -t 1024 -p bf16 "$@" --estimate 1 >/dev/null 2>&1 || break
+            best=$L
+        done
+        if [ "$best" -gt 0 ]; then
+            STEPS=20 RUN_TIMEOUT=420 train "largest_${tag}_L${best}" -e "L=$best,H=32,C=4096" -b 1 -t 1024 -p bf16 "$@"
+            row "largest $tag" "L=$best ($(awk -v l="$best" 'BEGIN { printf "%.2fB", (12 * l * 4096 * 4096 + 51328 * 4096) / 1e9 }') parameters)"
+        fi
+    }
+    largest no_offload -z 3 -r 2
+    largest offload -z 3 -r 2 --offload_optimizer cpu --offload_param cpu --offload_activations 1
+    ;;
+homework)
+    section "homework table (GPU build)"
+    need_build
+    for n in 1 4; do
+        RANKS=$n OUT="$OUT/runs/homework_n$n" STEPS=6 T=1024 B=4 bash dev/homework_table.sh ./train_gpt2_zero | tee "$OUT/homework_n$n.txt"
+    done
+    ;;
+pack)  # the device tool brings back at most 8 files: everything but the summary in one archive
+    tar czf /tmp/gpu_logs.tgz -C "$OUT" --exclude=logs.tgz --exclude='checkpoint_*' . 2>/dev/null &&
+        find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name preflight.log -exec rm -rf {} + &&
+        mv /tmp/gpu_logs.tgz "$OUT/logs.tgz"
+    return
+    ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework pack)" >&2; exit 2 ;;
+esac
 }
-largest no_offload -z 3 -r 2
-largest offload -z 3 -r 2 --offload_optimizer cpu --offload_param cpu --offload_activations 1
 
-section "CPU AdamW on this machine's cores"
-g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp -o build/bench_cpu_adamw -lpthread &&
-    build/bench_cpu_adamw | tee "$OUT/cpu_adamw.log" | tail -n 12
-
-section "summary ($GPU_NAME)"
-cat "$SUMMARY"
+[ $# -gt 0 ] || set -- plan
+for s in "$@"; do run_section "$s"; done
+[ "${1:-plan}" = plan ] || [ "$*" = pack ] || { echo; echo "##### summary ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null))"; cat "$SUMMARY"; }

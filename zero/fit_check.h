@@ -4,6 +4,7 @@
 // a higher stage, offload, recomputation), each checked by the same predictor.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -12,9 +13,18 @@
 #include "zero/memory_predictor.h"
 #include "zero/run_setup.h"
 
+// What the predictor does not count, kept free on purpose. Device: cuBLASLt's
+// workspace, the peak-FLOPs probe's three square matrices (0.4-0.8 GiB), NCCL's
+// buffers and fragmentation: 1 GiB plus 2% (the CUDA context itself is already
+// outside cudaMemGetInfo's "free"). Host: pinned memory cannot be swapped, and the
+// OS, the page cache and the data loader need room: 4 GiB plus 10% of MemAvailable.
+constexpr double DEVICE_MARGIN_BYTES = 1073741824.0, DEVICE_MARGIN_FRACTION = 0.02;
+constexpr double HOST_MARGIN_BYTES = 4.0 * 1073741824.0, HOST_MARGIN_FRACTION = 0.10;
+
 struct MemoryCapacity {
-    double device = 0;  // bytes the ranks of this process may use on the device
-    double host = 0;    // bytes of host memory available
+    double device = 0;  // bytes the ranks of this process may use on the device (margin taken off)
+    double host = 0;    // bytes of host memory available (margin taken off)
+    double device_margin = 0, host_margin = 0;  // what was taken off, printed with a refusal
     bool shared = false;  // CPU build without --device_memory: "device" and host are the same RAM
     std::string device_what;
 };
@@ -32,8 +42,10 @@ inline double host_available_bytes() {
 
 inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     MemoryCapacity c;
-    c.host = host_available_bytes();
-    if (o.device_memory_mib > 0) {
+    const double host_total = host_available_bytes();
+    c.host_margin = host_total > 0 ? HOST_MARGIN_BYTES + HOST_MARGIN_FRACTION * host_total : 0;
+    c.host = host_total > 0 ? std::max(host_total - c.host_margin, 1.0) : 0;  // 0: unknown
+    if (o.device_memory_mib > 0) {  // the user's number, as given: planning for another GPU
         c.device = o.device_memory_mib * 1048576.0;
         c.device_what = "--device_memory";
         return c;
@@ -41,12 +53,13 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
 #ifdef ZERO_CUDA
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
-    c.device = (double)free_b;
-    c.device_what = "free on the GPU";
+    c.device_margin = DEVICE_MARGIN_BYTES + DEVICE_MARGIN_FRACTION * (double)free_b;
+    c.device = std::max((double)free_b - c.device_margin, 0.0);
+    c.device_what = "free on the GPU, less the margin";
 #else
     c.device = c.host;
     c.shared = true;
-    c.device_what = "available RAM";
+    c.device_what = "available RAM, less the margin";
 #endif
     return c;
 }
@@ -103,9 +116,10 @@ inline void refuse_if_too_big(const TrainOptions& o, const RunSetup& run) {
     const double GiB = 1073741824.0;
     printf("this run does not fit: per process it needs %.2f GiB of device memory and %.2f GiB of host memory;\n",
            dev / GiB, host / GiB);
-    if (cap.shared) printf("  both are this machine's RAM here: %.2f GiB available\n", cap.host / GiB);
-    else printf("  the device has %.2f GiB (%s), the host %.2f GiB available\n", cap.device / GiB,
-                cap.device_what.c_str(), cap.host / GiB);
+    if (cap.shared) printf("  both are this machine's RAM here: %.2f GiB available after a %.2f GiB margin\n",
+                           cap.host / GiB, cap.host_margin / GiB);
+    else printf("  the device has %.2f GiB (%s of %.2f GiB), the host %.2f GiB available after a %.2f GiB margin\n",
+                cap.device / GiB, cap.device_what.c_str(), cap.device_margin / GiB, cap.host / GiB, cap.host_margin / GiB);
     int shown = 0;
     for (const Option& opt : options) {
         double d = 0, h = 0;
@@ -114,6 +128,7 @@ inline void refuse_if_too_big(const TrainOptions& o, const RunSetup& run) {
         printf("    %-52s device %8.2f GiB, host %8.2f GiB\n", opt.flags.c_str(), d / GiB, h / GiB);
     }
     if (shown == 0) printf("  no single change of micro-batch, stage, offload or recompute makes it fit\n");
+    fflush(stdout);  // the explanation before the one-line error on stderr
     fail("predicted out of memory: needs %.2f GiB device + %.2f GiB host per process, has %.2f GiB%s (see above)",
          dev / GiB, host / GiB, (cap.shared ? cap.host : cap.device) / GiB, cap.shared ? " of RAM" : " on the device");
 }

@@ -6,8 +6,7 @@
 // nvcc may contract a*b+c into one FMA on the device where the host does two
 // roundings, so master/m/v can differ in the last bit (checked at 1e-6 of the
 // largest value) and a bf16 copy, whose stochastic rounding looks at every bit
-// of the fp32 master, can then round the other way: allowed for at most 1e-4
-// of the elements, and never by more than one bf16 step.
+// of the fp32 master, can then round the other way (see check_param).
 // adamw_exact is this file built with -fmad=false (and the host with
 // -ffp-contract=off): the device then does exactly the CPU's operations
 // (IEEE add/mul/div/sqrt, same order), so everything must match bit for bit.
@@ -33,26 +32,32 @@ AdamWStep make_step(int t) {
     return s;
 }
 
-// compute-dtype copies: exact, or (normal build, bf16) a few 1-step flips of the stochastic rounding
+// The compute-dtype copy, checked two ways:
+//  1. exactly: it must be round_param (the CPU twin's rounding, stochastic for
+//     bf16) of the kernel's own fp32 master, bit for bit: the rounding itself
+//     has no tolerance;
+//  2. against the CPU twin's copy: with adamw_exact bit for bit; otherwise the
+//     masters may differ in their last bits (FMA contraction), and a stochastic
+//     rounding that sees every bit can then land on another bf16, for at most 1e-4
+//     of the elements. How far is not bounded by one bf16 step: where the update
+//     cancels the weight to near zero, the master's absolute error (~2^-24 of the
+//     update) is many steps of the tiny result (seen on an H100: -1.484e-9 vs
+//     -1.499e-9, two steps, at one element of 124M).
 template <typename Tp>
-void check_param(Bench& b, const std::string& what, const std::vector<Tp>& got, const std::vector<Tp>& ref) {
-    if (ADAMW_EXACT || sizeof(Tp) == 4 || dtype_of<Tp>::value == DType::F16) {
-        if (ADAMW_EXACT) check_exact(b, what, got, ref);
-        else check_close(b, what, got, ref, 1e-6, 1e-3);
+void check_param(Bench& b, const std::string& what, const std::vector<Tp>& got, const std::vector<Tp>& ref,
+                 const std::vector<float>& got_master, uint64_t seed, size_t full_offset) {
+    std::vector<Tp> rounded(got.size());
+    for (size_t i = 0; i < got.size(); i++) rounded[i] = round_param<Tp>(got_master[i], seed, full_offset + i);
+    check_exact(b, what + " = round(own master)", got, rounded);
+    if (ADAMW_EXACT) {
+        check_exact(b, what, got, ref);
         return;
     }
-    size_t flips = 0, bad = 0;
-    for (size_t i = 0; i < ref.size(); i++) {
-        uint16_t g, r;
-        memcpy(&g, &got[i], 2), memcpy(&r, &ref[i], 2);
-        if (g != r) {
-            flips++;
-            if ((int)g - (int)r != 1 && (int)r - (int)g != 1) bad++;
-        }
-    }
-    bool ok = bad == 0 && flips <= ref.size() / 10000 + 1;
+    size_t flips = 0;
+    for (size_t i = 0; i < ref.size(); i++) flips += memcmp(&got[i], &ref[i], sizeof(Tp)) != 0;
+    bool ok = flips <= ref.size() / 10000 + 1;
     char detail[160];
-    snprintf(detail, sizeof(detail), "%zu/%zu one-step flips, %zu larger (tol 1e-4)", flips, ref.size(), bad);
+    snprintf(detail, sizeof(detail), "%zu/%zu differ from the CPU twin (tol 1e-4)", flips, ref.size());
     b.record(ok, what, detail);
 }
 
@@ -101,7 +106,7 @@ void test_adamw(Bench& b, size_t n, size_t offset, bool with_param, bool timed) 
     }
     if (with_param) {
         down(d_param, gp);
-        check_param(b, "adamw param " + tag, gp, rp);
+        check_param(b, "adamw param " + tag, gp, rp, gm, s.rounding_seed, full_offset);
     }
 
     if (timed && !b.check_only) {

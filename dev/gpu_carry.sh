@@ -1,0 +1,34 @@
+#!/bin/sh
+# What must travel to a lent GPU machine, in one place. That machine reaches
+# nothing outside, so the data and, for the side-by-side run, karpathy/llm.c's
+# source go along with the call, as ignored paths named in the device tool's
+# `carry` list:
+#
+#   data/mobydick  data/gpt2_tokenizer.bin  .carry
+#
+# This script makes them: `make data` here, and .carry/llm.c from a local copy of
+# llm.c's repository (LLMC_SRC, a git directory or a checkout; never committed,
+# only built and run there beside ours). Prints the carry list and its size.
+#
+#   LLMC_SRC=/path/to/llm.c sh dev/gpu_carry.sh
+set -eu
+cd "$(dirname "$0")/.."
+make data >/dev/null
+mkdir -p .carry
+if [ -n "${LLMC_SRC:-}" ] && [ ! -d .carry/llm.c ]; then
+    if [ -d "$LLMC_SRC/.git" ] || git -C "$LLMC_SRC" rev-parse --is-bare-repository >/dev/null 2>&1; then
+        git -C "$LLMC_SRC" archive HEAD --prefix=llm.c/ | tar -x -C .carry
+    else
+        cp -r "$LLMC_SRC" .carry/llm.c
+    fi
+fi
+# CUDA 13 changed cudaMemAdvise's last argument from a device number to a
+# cudaMemLocation; llm.c (2024) still passes cudaCpuDeviceId. Patched in the
+# carried copy only, so that it builds with the GPU machine's nvcc 13.
+if [ -f .carry/llm.c/llmc/cuda_utils.cuh ]; then
+    sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+        .carry/llm.c/llmc/cuda_utils.cuh
+fi
+[ -d .carry/llm.c ] || echo "note: no .carry/llm.c (set LLMC_SRC): the llm.c side-by-side will be skipped"
+echo "carry: data/mobydick data/gpt2_tokenizer.bin .carry"
+du -shc data/mobydick data/gpt2_tokenizer.bin .carry | tail -n 1
