@@ -32,7 +32,7 @@ CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unk
 SOURCES := train_gpt2_zero.cu $(wildcard zero/*.h) $(wildcard kernels/*.h kernels/*.cuh kernels/cpu/*.h) \
            $(wildcard data/*.h)
 
-.PHONY: all cpu train test clean deps test-deps
+.PHONY: all cpu train test clean deps test-deps print-cuda-flags
 all: train_gpt2_zero
 
 train_gpt2_zero: $(SOURCES)
@@ -43,6 +43,12 @@ train_gpt2_zero_cpu: $(SOURCES)
 	$(CXX) $(CPU_FLAGS) -x c++ -o $@ train_gpt2_zero.cu -lpthread
 
 cpu: train_gpt2_zero_cpu
+
+# what the CUDA build compiles and links with (test/test_find_nccl.sh reads it)
+print-cuda-flags:
+	@echo "NVCC=$(NVCC)"
+	@echo "NVCC_FLAGS=$(NVCC_FLAGS)"
+	@echo "NVCC_LIBS=$(NVCC_LIBS)"
 
 include data/data.mk
 

@@ -57,12 +57,54 @@ struct GPT2 {
     const int* inputs_host = nullptr;  // the encoder backward buckets tokens on the host
     const T* head_params = nullptr;    // unit 0 held from the LM head's forward to its backward
 
+    // Tokens go up through pinned host memory: a copy from the loader's pageable
+    // buffer would be staged by the driver on the host's time. Two slots, so that
+    // one batch's copy may still be in flight while the next is staged; a slot is
+    // reused only after its event says the copy has landed. (B*T inputs, then
+    // B*T targets; outside the accountant, like the loader's own buffers.)
+    struct TokenSlot {
+        int* host = nullptr;
+        Event copied{};
+        bool used = false;
+    };
+    TokenSlot token_slots[2];
+    int next_token_slot = 0;
+
     GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem)
         : cfg(z.layout.cfg),
           layout(z.layout),
           zero(z),
           ctx(z.ctx),
-          acts(cfg, max_B, max_T, recompute, offload_activations, mem) {}
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem) {
+        for (TokenSlot& t : token_slots) {
+            t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
+            t.copied = event_create();
+        }
+    }
+    ~GPT2() {
+        for (TokenSlot& t : token_slots) {
+            event_sync(t.copied);
+            event_destroy(t.copied);
+            host_free(t.host);
+        }
+    }
+    GPT2(const GPT2&) = delete;
+    GPT2& operator=(const GPT2&) = delete;
+
+    // (B, T) inputs and targets up to the device, on the compute stream.
+    void upload_tokens(const int* inputs, const int* targets) {
+        TokenSlot& t = token_slots[next_token_slot];
+        next_token_slot ^= 1;
+        if (t.used) event_sync(t.copied);  // its previous batch has reached the device
+        memcpy(t.host, inputs, BT() * sizeof(int));
+        device_copy(acts.inputs(), t.host, BT() * sizeof(int), ctx.stream);
+        if (targets) {
+            memcpy(t.host + acts.maxBT, targets, BT() * sizeof(int));
+            device_copy(acts.targets(), t.host + acts.maxBT, BT() * sizeof(int), ctx.stream);
+        }
+        event_record(t.copied, ctx.stream);
+        t.used = true;
+    }
 
     size_t BT() const { return (size_t)B * T_; }
 
@@ -114,8 +156,7 @@ struct GPT2 {
         bool training = dloss != 0.0f;
         int C = cfg.channels, L = cfg.num_layers;
         CHECK(BT() <= acts.maxBT && T_ <= cfg.max_seq_len, "internal: batch larger than the activations");
-        device_copy(acts.inputs(), inputs, BT() * sizeof(int), ctx.stream);
-        if (targets) device_copy(acts.targets(), targets, BT() * sizeof(int), ctx.stream);
+        upload_tokens(inputs, targets);
         acts.set_saved_live(true);
         zero.begin_pass(training);
 
@@ -503,6 +544,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     RunSetup run = make_run_setup(o);
+#ifdef ZERO_CUDA
+    // Under a launcher, bind this rank's GPU before anything touches CUDA: the fit
+    // check's cudaMemGetInfo would otherwise open a context on GPU 0 in every rank
+    // and measure GPU 0's free memory.
+    if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
+#endif
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
         print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
         refuse_if_too_big(o, run);

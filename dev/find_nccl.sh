@@ -3,7 +3,8 @@
 # file name>", or nothing (exit 1) when no NCCL is found. Search order:
 #   1. $NCCL_HOME (include/ and lib/ or lib64/ under it)
 #   2. the CUDA toolkit, $1 (unusual, but some machines have it there)
-#   3. the system (/usr/include, /usr/lib/x86_64-linux-gnu, /usr/lib64)
+#   3. the system (/usr/include, /usr/lib/x86_64-linux-gnu, /usr/lib64; the prefix
+#      /usr can be changed with NCCL_SYSTEM_PREFIX, which the tests use)
 #   4. PyTorch's wheel nvidia-nccl-cu13 (nvidia/nccl/include, nvidia/nccl/lib), which
 #      ships only the versioned libnccl.so.2
 #
@@ -24,7 +25,8 @@ try() {  # try INCLUDE_DIR LIB_DIR...: print and exit if nccl.h and a libnccl ar
 
 [ -n "${NCCL_HOME:-}" ] && try "$NCCL_HOME/include" "$NCCL_HOME/lib" "$NCCL_HOME/lib64"
 try "$CUDA_HOME/include" "$CUDA_HOME/lib64" "$CUDA_HOME/lib" "$CUDA_HOME/targets/x86_64-linux/lib"
-try /usr/include /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/lib
+SYS=${NCCL_SYSTEM_PREFIX:-/usr}
+try "$SYS/include" "$SYS/lib/x86_64-linux-gnu" "$SYS/lib64" "$SYS/lib"
 for py in ${PYTHON:-} python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
     command -v "$py" >/dev/null 2>&1 || continue
     dir=$("$py" -c 'import nvidia.nccl as m, os; print(list(m.__path__)[0])' 2>/dev/null) || continue

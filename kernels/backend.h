@@ -41,6 +41,7 @@ inline Event event_create() {
 inline void event_destroy(Event e) { cudaCheck(cudaEventDestroy(e)); }
 inline void event_record(Event e, Stream s) { cudaCheck(cudaEventRecord(e, s)); }
 inline void stream_wait(Stream s, Event e) { cudaCheck(cudaStreamWaitEvent(s, e, 0)); }
+inline void event_sync(Event e) { cudaCheck(cudaEventSynchronize(e)); }
 
 inline void* device_malloc(size_t bytes) {
     void* p = nullptr;
@@ -76,6 +77,7 @@ inline Event event_create() { return nullptr; }
 inline void event_destroy(Event) {}
 inline void event_record(Event, Stream) {}
 inline void stream_wait(Stream, Event) {}
+inline void event_sync(Event) {}
 
 // "device" and "host" memory are both RAM here, kept apart only by accounting
 inline void* aligned_malloc_or_fail(size_t bytes, const char* what) {

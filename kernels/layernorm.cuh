@@ -269,23 +269,26 @@ __global__ void layernorm_backward_kernel(T* dinp, float* __restrict__ partials,
         const size_t base = (size_t)row * C;
         const float m = mean[row], s = rstd[row];
         if constexpr (P > 0) {
-            float dy[P][X], xn[P][X];
+            // The row stays in registers as it was loaded (128-bit packs: 4 registers
+            // each, 8 values of a 16-bit type), not widened to floats: at P = 16 that
+            // is 192 registers instead of 320, which spilled. Each value is widened
+            // again where it is used, by the same operations, so the results are the same.
+            Packed128<T> dy[P], xi[P];
             Packed128<T> dx[P];  // dinp, loaded with the rest so the row costs one memory round trip
             float sum_dn = 0.0f, sum_dn_n = 0.0f;
 #pragma unroll
             for (int k = 0; k < P; k++) {
                 const int j = lane + 32 * k;
                 if (j < npacks) {
-                    Packed128<T> d = load128cs(dout + base + (size_t)j * X);
-                    Packed128<T> xi = load128cs(inp + base + (size_t)j * X);
+                    dy[k] = load128cs(dout + base + (size_t)j * X);
+                    xi[k] = load128cs(inp + base + (size_t)j * X);
                     dx[k] = load128cs(dinp + base + (size_t)j * X);
                     Packed128<T> w = load128ro(weight + (size_t)j * X);
 #pragma unroll
                     for (int e = 0; e < X; e++) {
-                        dy[k][e] = d.get(e);
-                        xn[k][e] = xi.get(e) - m;  // (x - mean); times rstd below
-                        float norm = xn[k][e] * s;
-                        float dn = w.get(e) * dy[k][e];
+                        const float xn = xi[k].get(e) - m;  // (x - mean); times rstd below
+                        float norm = xn * s;
+                        float dn = w.get(e) * dy[k].get(e);
                         sum_dn += dn;
                         sum_dn_n += dn * norm;
                     }
@@ -300,13 +303,14 @@ __global__ void layernorm_backward_kernel(T* dinp, float* __restrict__ partials,
                     Packed128<T> w = load128ro(weight + (size_t)j * X);
 #pragma unroll
                     for (int e = 0; e < X; e++) {
-                        float norm = xn[k][e] * s;
-                        float dn = w.get(e) * dy[k][e];
+                        const float dye = dy[k].get(e), xn = xi[k].get(e) - m;
+                        float norm = xn * s;
+                        float dn = w.get(e) * dye;
                         float g = (dn - dn_mean - norm * dn_n_mean) * s;
                         dx[k].set(e, dx[k].get(e) + g);
                         const int slot = (k * X + e) * 32 + lane;
-                        sdw[slot] += dy[k][e] * xn[k][e] * s;
-                        sdb[slot] += dy[k][e];
+                        sdw[slot] += dye * xn * s;
+                        sdb[slot] += dye;
                     }
                     store128cs(dinp + base + (size_t)j * X, dx[k]);
                 }

@@ -11,3 +11,7 @@ set_tests_properties(cuda_build PROPERTIES TIMEOUT 1800)
 # 0-3 at 1, 2, 4 emulated ranks, fp16 overflow and loss scaling.
 zero_script_test(NAME gpu_training COMMAND bash "${REPO_ROOT}/test/run_gpu_train_tests.sh" "${REPO_ROOT}" LABELS gpu)
 set_tests_properties(gpu_training PROPERTIES TIMEOUT 3600)
+
+# The Makefile finds NCCL when it lives only in PyTorch's wheel folder, links it
+# with an rpath, and a program so linked runs (needs nvcc, no GPU).
+zero_script_test(NAME find_nccl COMMAND sh "${REPO_ROOT}/test/test_find_nccl.sh" "${REPO_ROOT}" LABELS build)

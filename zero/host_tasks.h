@@ -22,7 +22,14 @@ class HostTasks {
   public:
     HostTasks() {
 #ifdef ZERO_CUDA
-        worker = std::thread([this] { run(); });
+        // The worker drives the same GPU as the rank that made it (a new thread
+        // starts on device 0, whatever the rank's local rank).
+        int device = 0;
+        cudaCheck(cudaGetDevice(&device));
+        worker = std::thread([this, device] {
+            cudaCheck(cudaSetDevice(device));
+            run();
+        });
 #endif
     }
     ~HostTasks() {

@@ -321,7 +321,11 @@ class ZeroEngine {
     // them into a slot; every rank must call this together). Pair with
     // done_with_unit().
     const T* unit_for_export(int u) {
-        if (stage < 3) return params_full + plan.full_offset[u];
+        if (stage < 3) {
+            // stages 1-2: peers' slices arrive by the post-step all-gather on the comm stream
+            stream_wait(ctx.stream, comm_done);
+            return params_full + plan.full_offset[u];
+        }
         UnitSlot<T>* slot = gather_params(u);
         CHECK(slot, "internal: no free slot to export unit %d", u);
         stream_wait(ctx.stream, slot->ready);
@@ -492,9 +496,12 @@ class ZeroEngine {
             if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, p.full_offset);
             else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, p.full_offset);
         }
+        // Whatever the comm stream does next reads what AdamW just wrote: stages 1-2
+        // gather the updated slices now, stage 3 gathers params_shard at the next
+        // forward. Order it here by event, not by a host sync in the training loop.
+        event_record(compute_done, ctx.stream);
+        stream_wait(comm_stream, compute_done);
         if (stage == 1 || stage == 2) {
-            event_record(compute_done, ctx.stream);
-            stream_wait(comm_stream, compute_done);
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, comm_stream);
             event_record(comm_done, comm_stream);
         }

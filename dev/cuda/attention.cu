@@ -130,14 +130,23 @@ struct Problem {
         d_out = out_buf.ptr + offset;
         d_dqkv = dqkv_buf.ptr + offset;
         d_lse = lse_buf.ptr;
-        cudaCheck(cudaMemcpy(d_qkv, qkv.data(), n_qkv * sizeof(T), cudaMemcpyHostToDevice));
-        cudaCheck(cudaMemcpy(d_dout, dout.data(), n_out * sizeof(T), cudaMemcpyHostToDevice));
+        // complete on return (common.h): the kernels run on a non-blocking stream,
+        // which does not wait for the legacy stream's copies and memsets
+        h2d(d_qkv, qkv.data(), n_qkv * sizeof(T));
+        h2d(d_dout, dout.data(), n_out * sizeof(T));
     }
     void poison_forward() {  // all-ones bytes: NaN in every dtype
-        cudaCheck(cudaMemset(d_out, 0xff, n_out * sizeof(T)));
-        cudaCheck(cudaMemset(d_lse, 0xff, n_lse * sizeof(float)));
+        poison(d_out, n_out * sizeof(T));
+        poison(d_lse, n_lse * sizeof(float));
     }
-    void poison_backward() { cudaCheck(cudaMemset(d_dqkv, 0xff, n_qkv * sizeof(T))); }
+    void poison_backward() { poison(d_dqkv, n_qkv * sizeof(T)); }
+    // Ordered both ways against the kernels' stream: nothing still writes the
+    // buffer when the memset starts, and the memset is done before any kernel reads.
+    static void poison(void* d, size_t bytes) {
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaMemset(d, 0xff, bytes));
+        cudaCheck(cudaDeviceSynchronize());
+    }
     void forward(const KernelCtx& ctx) { attention_forward_cuda(ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C(), s.NH); }
     void backward(const KernelCtx& ctx) {
         attention_backward_cuda(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C(), s.NH);
