@@ -29,7 +29,7 @@ NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas
 CXX ?= g++
 CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
 
-SOURCES := train_gpt2_zero.cu $(wildcard zero/*.h) $(wildcard kernels/*.h kernels/*.cuh kernels/cpu/*.h) \
+SOURCES := train_gpt2_zero.cu $(wildcard zero/*/*.h) $(wildcard kernels/*.h kernels/*.cuh kernels/cpu/*.h) \
            $(wildcard data/*.h)
 
 .PHONY: all cpu train test clean deps test-deps print-cuda-flags

@@ -4,8 +4,8 @@
 //
 // Reading guide:
 //   GPT2::forward / GPT2::backward   the model as explicit call lists, unit by unit
-//   zero/zero_engine.h               what each ZeRO stage does at each unit hook
-//   zero/shard_plan.h                the offset arithmetic behind all of it
+//   zero/engine/zero_engine.h               what each ZeRO stage does at each unit hook
+//   zero/layout/shard_plan.h                the offset arithmetic behind all of it
 //   train_rank()                     the training loop of one rank
 //   main()                           flags, world set-up (NCCL or emulated ranks)
 #include <chrono>
@@ -22,22 +22,22 @@
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
-#include "zero/activations.h"
-#include "zero/checkpoint.h"
-#include "zero/comm_emulated.h"
-#include "zero/fit_check.h"
-#include "zero/flags.h"
-#include "zero/loss_scaler.h"
-#include "zero/memory.h"
-#include "zero/memory_predictor.h"
-#include "zero/model_file.h"
-#include "zero/param_layout.h"
-#include "zero/peak_flops.h"
-#include "zero/reports.h"
-#include "zero/run_setup.h"
-#include "zero/zero_engine.h"
+#include "zero/layout/activations.h"
+#include "zero/engine/checkpoint.h"
+#include "zero/comm/comm_emulated.h"
+#include "zero/run/fit_check.h"
+#include "zero/run/flags.h"
+#include "zero/engine/loss_scaler.h"
+#include "zero/base/memory.h"
+#include "zero/engine/memory_predictor.h"
+#include "zero/layout/model_file.h"
+#include "zero/layout/param_layout.h"
+#include "zero/run/peak_flops.h"
+#include "zero/run/reports.h"
+#include "zero/run/run_setup.h"
+#include "zero/engine/zero_engine.h"
 #ifdef ZERO_CUDA
-#include "zero/comm_nccl.h"
+#include "zero/comm/comm_nccl.h"
 #endif
 
 // ----------------------------------------------------------------------------
@@ -337,7 +337,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
 #endif
     MemoryAccountant mem(rank);
-    KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg);
+    KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
     ParamLayout layout(run.cfg);
     ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o));
     GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);

@@ -36,8 +36,8 @@
 #include <vector>
 
 #include "data/unicode_tables.h"
-#include "zero/common.h"
-#include "zero/json.h"
+#include "zero/base/common.h"
+#include "zero/base/json.h"
 
 // ----------------------------------------------------------------------------
 // small file / UTF-8 helpers

@@ -12,7 +12,7 @@
 
 DATA_CXX ?= g++
 DATA_CXXFLAGS ?= -std=c++17 -O2 -march=native
-DATA_HEADERS := data/bpe.h data/tokenizer.h data/dataloader.h data/unicode_tables.h zero/common.h zero/json.h
+DATA_HEADERS := data/bpe.h data/tokenizer.h data/dataloader.h data/unicode_tables.h zero/base/common.h zero/base/json.h
 DATA_OUTPUTS := data/mobydick/mobydick_train.bin data/mobydick/mobydick_val.bin \
                 data/mobydick/unigram_entropy.txt data/gpt2_tokenizer.bin
 

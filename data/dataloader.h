@@ -34,7 +34,7 @@
 
 #include <glob.h>
 
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "token shards are little-endian; this host is not");
 

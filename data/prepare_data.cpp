@@ -10,7 +10,7 @@
 #include "data/bpe.h"
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 namespace {
 

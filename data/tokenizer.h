@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "data/bpe.h"
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 constexpr uint32_t kTokenizerMagic = 20240328;
 constexpr uint32_t kTokenizerVersion = 2;

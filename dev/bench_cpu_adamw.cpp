@@ -1,4 +1,4 @@
-// Benchmark of the CPU AdamW of optimizer offload (zero/cpu_adamw.h) against
+// Benchmark of the CPU AdamW of optimizer offload (kernels/cpu/adamw_simd.h) against
 // this machine's memory roofline, measured in the same run.
 //
 // build: g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp -o build/bench_cpu_adamw -lpthread
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "zero/cpu_adamw.h"
+#include "kernels/cpu/adamw_simd.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_gemm_cpu.cpp -o build/bench_gemm_cpu
 //
-// Benchmark of kernels/gemm_cpu.h on the transformer's GEMM shapes (GPT-2 small,
+// Benchmark of kernels/cpu/gemm.h on the transformer's GEMM shapes (GPT-2 small,
 // B*T = 1024), fp32 and bf16, with 1 and 2 OpenMP threads, plus a naive triple
 // loop for one shape. The machine's FMA peak is measured with a register-only
 // FMA loop so that the table can say what fraction of peak each shape reaches.
@@ -18,7 +18,7 @@
 
 #include <omp.h>
 
-#include "kernels/gemm_cpu.h"
+#include "kernels/cpu/gemm.h"
 
 namespace {
 

@@ -49,8 +49,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
-#include "zero/dtype.h"
+#include "zero/base/backend.h"
+#include "zero/base/dtype.h"
 
 // Bytes of ctx.workspace attention_backward_cuda needs for micro-batches of BT
 // tokens: the fp32 D = rowsum(dout * out) vector, one float per (b, h, t).

@@ -14,10 +14,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/backend.h"
-#include "zero/common.h"
-#include "zero/dtype.h"
-#include "zero/gpt2_config.h"
+#include "zero/base/backend.h"
+#include "zero/base/common.h"
+#include "zero/base/dtype.h"
 
 // ----------------------------------------------------------------------------
 // error checks
@@ -76,7 +75,7 @@ template <> constexpr cudaDataType_t cuda_data_type<f16>() { return CUDA_R_16F; 
 // ----------------------------------------------------------------------------
 // 128-bit packed vectors: 4 floats or 8 bf16/f16 moved with one load/store
 // instruction. Element access converts through fp32 (to_float / from_float of
-// zero/dtype.h, which use the hardware conversions on the device).
+// zero/base/dtype.h, which use the hardware conversions on the device).
 
 template <typename T>
 struct alignas(16) Packed128 {
@@ -227,13 +226,13 @@ constexpr int SUMSQ_BLOCKS = 1024;      // sum of squares: partial sums
 //   layernorm backward: LN_BWD_BLOCKS x 2C fp32 partial sums
 //   matmul backward dbias: DBIAS_ROW_CHUNKS x 4C fp32 partial sums (the widest biased matmul is fc, OC = 4C)
 //   sumsq: SUMSQ_BLOCKS fp32 partial sums
-inline size_t own_kernel_workspace_bytes(size_t BT, const GPT2Config& cfg) {
-    const size_t C = (size_t)cfg.channels;
+inline size_t own_kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
+    const size_t C = (size_t)channels;
     size_t enc = (4 * BT + 4) * sizeof(int);
     size_t ln = (size_t)LN_BWD_BLOCKS * 2 * C * sizeof(float);
     size_t dbias = (size_t)DBIAS_ROW_CHUNKS * 4 * C * sizeof(float);
     size_t ss = (size_t)SUMSQ_BLOCKS * sizeof(float);
-    size_t attn = BT * (size_t)cfg.num_heads * sizeof(float);  // attention backward: D = rowsum(dout * out)
+    size_t attn = BT * (size_t)num_heads * sizeof(float);  // attention backward: D = rowsum(dout * out)
     size_t m = enc;
     if (attn > m) m = attn;
     if (ln > m) m = ln;

@@ -8,7 +8,7 @@
 // over micro-steps); the others overwrite.
 #pragma once
 
-#include "kernels/backend.h"
+#include "zero/base/backend.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
@@ -17,8 +17,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/reduce.h"
-#include "zero/gpt2_config.h"
-#include "zero/memory.h"
+#include "zero/base/memory.h"
 
 #ifdef ZERO_CUDA
 #include "kernels/adamw.cuh"
@@ -171,26 +170,26 @@ void cast(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
 // and workspaces the kernels need, all from the rank's accounting allocator.
 
 // Bytes of kernel workspace for micro-batches of BT tokens (0 on the CPU build).
-inline size_t kernel_workspace_bytes(size_t BT, const GPT2Config& cfg) {
+inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
 #ifdef ZERO_CUDA
-    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, cfg);
+    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, channels, num_heads);
 #else
-    (void)BT, (void)cfg;
+    (void)BT, (void)channels, (void)num_heads;
     return 0;
 #endif
 }
 
-inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, const GPT2Config& cfg) {
+inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channels, int num_heads) {
     KernelCtx ctx;
     ctx.stream = stream_create();
 #ifdef ZERO_CUDA
     cublasCheck(cublasLtCreate(&ctx.lt));
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
     ctx.lt_workspace = mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
-    ctx.workspace_bytes = own_kernel_workspace_bytes(BT, cfg);
+    ctx.workspace_bytes = own_kernel_workspace_bytes(BT, channels, num_heads);
     ctx.workspace = mem.allocate(ctx.workspace_bytes, MemKind::Scratch, Arena::Device, "kernel_workspace", false);
 #else
-    (void)mem, (void)BT, (void)cfg;
+    (void)mem, (void)BT, (void)channels, (void)num_heads;
 #endif
     return ctx;
 }

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "test/test_util.h"
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 struct ChildResult {
     int status;       // exit status, -1 if the child did not exit normally

@@ -1,6 +1,6 @@
-# Communication: the rendezvous of multi-process jobs (zero/bootstrap.h), launcher
-# detection (zero/launcher.h) and, on machines with GPUs, the NCCL backend
-# (zero/comm_nccl.h) under mpirun.
+# Communication: the rendezvous of multi-process jobs (zero/comm/bootstrap.h), launcher
+# detection (zero/comm/launcher.h) and, on machines with GPUs, the NCCL backend
+# (zero/comm/comm_nccl.h) under mpirun.
 
 # Ranks as forked processes meeting over loopback TCP or a file: payload
 # delivery, duplicate-GPU / world / rank errors reaching every rank, timeouts,

@@ -1,4 +1,4 @@
-# CPU AdamW of optimizer offload (zero/cpu_adamw.h): every code path this CPU has
+# CPU AdamW of optimizer offload (kernels/cpu/adamw_simd.h): every code path this CPU has
 # (AVX-512, AVX2+FMA+F16C, scalar), thread counts 1, 2, 3, 8, all (grad, param)
 # dtype pairs, bit-identical to the scalar reference adamw_cpu.
 zero_test(NAME cpu_adamw SOURCES test_cpu_adamw.cpp LABELS cpu kernels)

@@ -1,5 +1,5 @@
 # DeepSpeed-style JSON configs (--deepspeed_config): the strict JSON parser
-# (zero/json.h) on valid and invalid documents, and the mapping of DeepSpeed's
-# keys onto the trainer's options (zero/deepspeed_config.h), one-line errors
+# (zero/base/json.h) on valid and invalid documents, and the mapping of DeepSpeed's
+# keys onto the trainer's options (zero/run/deepspeed_config.h), one-line errors
 # included.
 zero_test(NAME deepspeed_config SOURCES test_deepspeed_config.cpp LABELS cpu)

@@ -1,4 +1,4 @@
-# CPU GEMM (kernels/gemm_cpu.h): accuracy against a double reference, rounding once
+# CPU GEMM (kernels/cpu/gemm.h): accuracy against a double reference, rounding once
 # to 2-byte outputs, submatrix views and bit-identical results for any thread count.
 zero_test(NAME gemm_cpu SOURCES test_gemm_cpu.cpp LABELS cpu kernels)
 

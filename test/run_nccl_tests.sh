@@ -31,7 +31,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null 
 [ "$ngpu" -ge 1 ] || skip "no NVIDIA GPU (nvidia-smi -L lists none)"
 command -v mpirun >/dev/null 2>&1 || skip "no mpirun (apt-get install openmpi-bin)"
 mpirun --version 2>&1 | grep -q "Open MPI" ||
-    skip "mpirun is not Open MPI's (zero/launcher.h reads OMPI_COMM_WORLD_*, Slurm or RANK/WORLD_SIZE variables)"
+    skip "mpirun is not Open MPI's (zero/comm/launcher.h reads OMPI_COMM_WORLD_*, Slurm or RANK/WORLD_SIZE variables)"
 if ! make -C "$REPO" train_gpt2_zero >"$WORK/build.log" 2>&1; then
     tail -n 20 "$WORK/build.log"
     skip "./train_gpt2_zero cannot be built here (log: $WORK/build.log)"

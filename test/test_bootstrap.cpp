@@ -1,4 +1,4 @@
-// The rendezvous (zero/bootstrap.h) and launcher detection (zero/launcher.h),
+// The rendezvous (zero/comm/bootstrap.h) and launcher detection (zero/comm/launcher.h),
 // on the CPU: every rank is a forked process meeting the others over loopback
 // TCP (or through a file), so fail() exits, exit statuses and stderr can be
 // observed as a launcher would see them.
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "test/test_util.h"
-#include "zero/bootstrap.h"
-#include "zero/launcher.h"
+#include "zero/comm/bootstrap.h"
+#include "zero/comm/launcher.h"
 
 namespace {
 

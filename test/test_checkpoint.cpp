@@ -15,7 +15,7 @@
 #include <string>
 
 #include "test/trainer_harness.h"
-#include "zero/checkpoint.h"
+#include "zero/engine/checkpoint.h"
 
 // the value element i of unit u has in array a, in a recognisable pattern
 static float pattern(int u, size_t i, int a) { return (float)(u * 100000 + (int)i) + 0.25f * a; }

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "test/test_util.h"
-#include "zero/comm_emulated.h"
+#include "zero/comm/comm_emulated.h"
 
 // a value that differs by rank and position, exactly representable in every dtype
 static float value(int rank, size_t i) { return (float)((int)((rank * 37 + i * 11) % 97) - 48) / 8.0f; }

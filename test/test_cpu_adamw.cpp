@@ -1,4 +1,4 @@
-// The CPU AdamW of optimizer offload (zero/cpu_adamw.h) against the scalar
+// The CPU AdamW of optimizer offload (kernels/cpu/adamw_simd.h) against the scalar
 // reference adamw_cpu<Tg,Tp> (kernels/cpu/adamw.h), compiled in this binary.
 //
 // What is checked, and how exactly:
@@ -19,7 +19,7 @@
 //    patterns of all the others; the vector bf16 stochastic rounding against
 //    bf16_from_float_stochastic; the vector rounding bits against rounding_bits
 //    on vectors that straddle 2^32 boundaries.
-#include "zero/cpu_adamw.h"
+#include "kernels/cpu/adamw_simd.h"
 
 #include <cfloat>
 #include <cinttypes>

@@ -1,5 +1,5 @@
-// The JSON parser (zero/json.h) and the DeepSpeed config mapping
-// (zero/deepspeed_config.h): valid and invalid JSON, the options a full
+// The JSON parser (zero/base/json.h) and the DeepSpeed config mapping
+// (zero/run/deepspeed_config.h): valid and invalid JSON, the options a full
 // DeepSpeed config sets, and a one-line error for every value it cannot honour.
 // Code that ends in fail() runs in a forked child; the test checks its exit
 // status (1) and its stderr (one line, with the expected text).
@@ -13,8 +13,8 @@
 
 #include "test/test_util.h"
 #include "test/child_process.h"
-#include "zero/deepspeed_config.h"
-#include "zero/json.h"
+#include "zero/run/deepspeed_config.h"
+#include "zero/base/json.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Tests for kernels/gemm_cpu.h: results against a double-precision triple loop,
+// Tests for kernels/cpu/gemm.h: results against a double-precision triple loop,
 // rounding of 2-byte outputs exactly once, beta == 0 not reading C, submatrix
 // views (leading dimensions larger than the logical width), and bit-identical
 // results for any OpenMP thread count, including concurrent callers.
@@ -23,7 +23,7 @@
 
 #include <omp.h>
 
-#include "kernels/gemm_cpu.h"
+#include "kernels/cpu/gemm.h"
 #include "test/test_util.h"
 
 namespace {

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "test/trainer_harness.h"
-#include "zero/checkpoint.h"
-#include "zero/loss_scaler.h"
+#include "zero/engine/checkpoint.h"
+#include "zero/engine/loss_scaler.h"
 
 int main(int argc, char** argv) {
     if (argc < 2) {

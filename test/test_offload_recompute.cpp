@@ -17,8 +17,8 @@
 #include <string>
 
 #include "test/trainer_harness.h"
-#include "zero/checkpoint.h"
-#include "zero/memory_predictor.h"
+#include "zero/engine/checkpoint.h"
+#include "zero/engine/memory_predictor.h"
 
 int main(int argc, char** argv) {
     if (argc < 2) {

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
         KernelCtx comm_ctx;
         EmulatedComm comm(world, rank, comm_ctx);
         MemoryAccountant mem(rank);
-        KernelCtx ctx = create_kernel_ctx(mem, (size_t)B * T, cfg);
+        KernelCtx ctx = create_kernel_ctx(mem, (size_t)B * T, cfg.channels, cfg.num_heads);
         ZeroConfig zc;
         zc.stage = 0;
         zc.seed = 1234;

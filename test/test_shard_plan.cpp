@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "test/test_util.h"
-#include "zero/memory_predictor.h"
-#include "zero/param_layout.h"
-#include "zero/shard_plan.h"
+#include "zero/engine/memory_predictor.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
 
 // Every property of one plan, checked element by element where it is cheap.
 static void check_plan(const ShardPlan& plan, const char* what) {

@@ -19,8 +19,8 @@
 #include <string>
 
 #include "test/trainer_harness.h"
-#include "zero/param_layout.h"
-#include "zero/shard_plan.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
 
 struct Case {
     int stage, ranks, micro_steps, recompute;

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "test/trainer_harness.h"
-#include "zero/checkpoint.h"
+#include "zero/engine/checkpoint.h"
 
 int main(int argc, char** argv) {
     if (argc < 2) {

@@ -11,8 +11,8 @@
 
 #include "data/dataloader.h"
 #include "test/test_util.h"
-#include "zero/model_file.h"
-#include "zero/rng.h"
+#include "zero/layout/model_file.h"
+#include "zero/base/rng.h"
 
 // Token shards from a random sparse Markov chain over V tokens: each token has a
 // few likely successors, so a model can learn something in a few steps.

@@ -165,11 +165,9 @@ struct Problem {
 struct AttnCtx {
     KernelCtx ctx;
     AttnCtx(size_t max_BT, int max_NH, int C) {
-        GPT2Config cfg;
-        cfg.channels = C;
-        cfg.num_heads = max_NH;
         ctx.stream = stream_create();
-        ctx.workspace_bytes = std::max(own_kernel_workspace_bytes(max_BT, cfg), attention_workspace_bytes(max_BT, max_NH));
+        ctx.workspace_bytes =
+            std::max(own_kernel_workspace_bytes(max_BT, C, max_NH), attention_workspace_bytes(max_BT, max_NH));
         cudaCheck(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
     }
     ~AttnCtx() {

@@ -24,11 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "zero/base/backend.h"
 #include "kernels/cuda_common.cuh"
-#include "zero/dtype.h"
-#include "zero/gpt2_config.h"
-#include "zero/rng.h"
+#include "zero/base/dtype.h"
+#include "zero/layout/gpt2_config.h"
+#include "zero/base/rng.h"
 
 template <typename T> const char* tname() { return dtype_name(dtype_of<T>::value); }
 
@@ -178,9 +178,7 @@ struct BenchCtx {
         cublasCheck(cublasLtCreate(&ctx.lt));
         ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
         cudaCheck(cudaMalloc(&ctx.lt_workspace, ctx.lt_workspace_bytes));
-        GPT2Config cfg;
-        cfg.channels = C;
-        ctx.workspace_bytes = own_kernel_workspace_bytes(BT, cfg);
+        ctx.workspace_bytes = own_kernel_workspace_bytes(BT, C, GPT2Config{}.num_heads);
         cudaCheck(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
     }
     ~BenchCtx() {

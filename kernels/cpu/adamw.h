@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstddef>
 
-#include "zero/dtype.h"
-#include "zero/rng.h"
+#include "zero/base/dtype.h"
+#include "zero/base/rng.h"
 
 struct AdamWStep {
     float lr;

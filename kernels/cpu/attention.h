@@ -9,7 +9,7 @@
 #include <cmath>
 #include <vector>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 template <typename T>
 void attention_forward_cpu(T* out,          // (B, T, C)

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 // For each row i: losses[i] = logsumexp(logits[i, :V]) - logits[i, target[i]].
 // If dloss != 0, logits[i, :] becomes d(loss_sum * dloss)/d(logits) = (softmax - onehot) * dloss

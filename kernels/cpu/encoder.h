@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
 template <typename T>

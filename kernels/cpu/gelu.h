@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 constexpr float GELU_SCALE = 0.7978845608028654f;  // sqrt(2/pi)
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 constexpr float LAYERNORM_EPS = 1e-5f;
 

@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "kernels/cpu/gelu.h"
-#include "kernels/gemm_cpu.h"
-#include "zero/dtype.h"
+#include "kernels/cpu/gemm.h"
+#include "zero/base/dtype.h"
 
 // out = inp @ weight^T + bias. With gelu_pre != null the GELU is applied:
 // gelu_pre receives the pre-activation and out = gelu(gelu_pre).

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 // dst[i] = sum over r in rank order of srcs[r][i], summed in fp32, rounded once.
 // dst may be one of the srcs only if every rank writes a disjoint range.

@@ -15,9 +15,9 @@
 
 #include <vector>
 
-#include "zero/gpt2_config.h"
-#include "kernels/backend.h"
-#include "zero/memory.h"
+#include "zero/layout/gpt2_config.h"
+#include "zero/base/backend.h"
+#include "zero/base/memory.h"
 
 template <typename T>
 struct LayerActs {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "zero/dtype.h"
-#include "zero/rng.h"
+#include "zero/base/dtype.h"
+#include "zero/base/rng.h"
 
 template <typename T>
 double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {

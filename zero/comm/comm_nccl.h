@@ -1,5 +1,5 @@
 // The NCCL backend: one rank per process and GPU, started by a launcher (mpirun,
-// srun, torchrun-style variables; zero/launcher.h). Only the CUDA build includes
+// srun, torchrun-style variables; zero/comm/launcher.h). Only the CUDA build includes
 // this file.
 //
 // Bulk collectives are enqueued on the caller's stream and never synchronise
@@ -20,7 +20,7 @@
 // backend counts them so that both backends report the same numbers.
 #pragma once
 
-#include "kernels/backend.h"
+#include "zero/base/backend.h"
 
 #ifdef ZERO_CUDA
 
@@ -35,9 +35,9 @@
 #include <thread>
 #include <vector>
 
-#include "zero/bootstrap.h"
-#include "zero/comm.h"
-#include "zero/launcher.h"
+#include "zero/comm/bootstrap.h"
+#include "zero/comm/comm.h"
+#include "zero/comm/launcher.h"
 
 // NCCL's error and its last-error detail, on one line.
 inline std::string nccl_error_text(ncclResult_t r) {
@@ -229,7 +229,7 @@ inline int select_rank_device(const LaunchEnv& env) {
 }
 
 // Runs fn(comm) as rank env.rank of env.world: picks and binds the GPU, meets the
-// other ranks (zero/bootstrap.h), creates the NCCL communicator, and tears it
+// other ranks (zero/comm/bootstrap.h), creates the NCCL communicator, and tears it
 // down after fn returns.
 inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>& fn) {
     const int device = select_rank_device(env);

@@ -18,7 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/backend.h"
+#include "zero/base/backend.h"
 
 enum class MemKind : int { Params, Grads, Optimizer, Activations, Scratch, Comm, COUNT };
 enum class Arena : int { Device, Host, COUNT };

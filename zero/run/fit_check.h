@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "zero/flags.h"
-#include "zero/memory_predictor.h"
-#include "zero/run_setup.h"
+#include "zero/run/flags.h"
+#include "zero/engine/memory_predictor.h"
+#include "zero/run/run_setup.h"
 
 // What the predictor does not count, kept free on purpose. Device: cuBLASLt's
 // workspace, the peak-FLOPs probe's three square matrices (0.4-0.8 GiB), NCCL's

@@ -1,5 +1,5 @@
 // llm.c model files: a header of 256 int32 followed by every parameter in
-// tensor-major order (see zero/param_layout.h), fp32 (version 3) or bf16
+// tensor-major order (see zero/layout/param_layout.h), fp32 (version 3) or bf16
 // (version 5). Our buffer is unit-major, so reading and writing is a
 // permutation: each (tensor, layer) is one contiguous run in both orders.
 #pragma once
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "zero/common.h"
-#include "zero/dtype.h"
-#include "zero/param_layout.h"
+#include "zero/base/common.h"
+#include "zero/base/dtype.h"
+#include "zero/layout/param_layout.h"
 
 constexpr int MODEL_MAGIC = 20240326;
 constexpr int MODEL_VERSION_FP32 = 3;

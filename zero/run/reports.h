@@ -6,10 +6,10 @@
 
 #include <string>
 
-#include "zero/comm.h"
-#include "zero/common.h"
-#include "zero/memory.h"
-#include "zero/memory_predictor.h"
+#include "zero/comm/comm.h"
+#include "zero/base/common.h"
+#include "zero/base/memory.h"
+#include "zero/engine/memory_predictor.h"
 
 struct PhaseMemory {
     MemCounts forward, backward, step;  // live bytes at the end of each phase

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kernels/backend.h"
-#include "zero/memory.h"
-#include "zero/shard_plan.h"
+#include "zero/base/backend.h"
+#include "zero/base/memory.h"
+#include "zero/layout/shard_plan.h"
 
 template <typename T>
 struct UnitSlot {

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "zero/comm.h"
+#include "zero/comm/comm.h"
 
 // A reusable barrier for a fixed number of threads (std::barrier is C++20).
 class ThreadBarrier {

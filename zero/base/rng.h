@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "zero/dtype.h"  // HD
+#include "zero/base/dtype.h"  // HD
 
 // SplitMix64's finaliser: a bijective mix with good avalanche.
 HD uint64_t mix64(uint64_t x) {

@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 struct JsonMember;
 

@@ -1,6 +1,6 @@
 // One communication interface for the stages, two backends behind it:
-// EmulatedComm (N ranks as threads of one process; zero/comm_emulated.h) and
-// NcclComm (one rank per process and GPU; zero/comm_nccl.h).
+// EmulatedComm (N ranks as threads of one process; zero/comm/comm_emulated.h) and
+// NcclComm (one rank per process and GPU; zero/comm/comm_nccl.h).
 //
 // Every collective counts, per rank, the bytes it sends and receives. The
 // emulated backend counts the bytes it actually reads from peers' buffers and
@@ -12,8 +12,8 @@
 
 #include <cstdint>
 
-#include "kernels/backend.h"
-#include "zero/dtype.h"
+#include "zero/base/backend.h"
+#include "zero/base/dtype.h"
 
 enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, COUNT };
 constexpr int NUM_COMM_OPS = (int)CommOp::COUNT;

@@ -1,6 +1,6 @@
 // The shard plan: all of ZeRO's bookkeeping as offset arithmetic over one flat
 // parameter buffer. Pure and host-only; it knows nothing about GPT-2 (the units
-// and their tensors come from zero/param_layout.h) and nothing about devices.
+// and their tensors come from zero/layout/param_layout.h) and nothing about devices.
 //
 // The flat buffer is a sequence of units. Unit u holds `numel(u)` real elements
 // and is padded to P(u), a multiple of nranks * align, so that it cuts into

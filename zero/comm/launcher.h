@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 struct LaunchEnv {
     int world = 1, rank = 0, local_rank = 0;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "zero/gpt2_config.h"
-#include "zero/shard_plan.h"
+#include "zero/layout/gpt2_config.h"
+#include "zero/layout/shard_plan.h"
 
 enum ParamTensor : int {
     WTE, WPE,                                         // unit 0

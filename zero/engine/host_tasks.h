@@ -16,7 +16,7 @@
 #include <thread>
 #include <cstdint>
 
-#include "kernels/backend.h"
+#include "zero/base/backend.h"
 
 class HostTasks {
   public:

@@ -42,7 +42,7 @@
 // The string "auto" (Hugging Face's placeholder) in place of a value means
 // "keep this trainer's value", with a note.
 //
-// The file must be strict JSON (zero/json.h): DeepSpeed itself reads configs
+// The file must be strict JSON (zero/base/json.h): DeepSpeed itself reads configs
 // with hjson, which also allows comments; here comments are a parse error.
 #pragma once
 
@@ -53,8 +53,9 @@
 #include <cstdio>
 #include <string>
 
-#include "zero/common.h"
-#include "zero/json.h"
+#include "zero/base/common.h"
+#include "zero/base/json.h"
+#include "zero/run/options.h"
 
 // What a DeepSpeed config sets that cannot go into TrainOptions as it stands.
 struct DeepSpeedExtras {
@@ -69,11 +70,6 @@ struct DeepSpeedExtras {
     bool has_eps = false;
     float eps = 1e-8f;
 };
-
-// Declared before zero/flags.h is included, so that flags.h may include this
-// header (after TrainOptions) and call apply_deepspeed_config from parse_flags,
-// whichever of the two headers a program includes first.
-struct TrainOptions;
 
 // Reads the file and applies it to `o`; batch keys and AdamW betas/eps land in
 // `extras`. Errors end the program with one line (fail()). notes=false silences
@@ -93,7 +89,6 @@ inline long deepspeed_total_batch(int gradient_accumulation_steps, long train_ba
 // ----------------------------------------------------------------------------
 // implementation
 
-#include "zero/flags.h"  // TrainOptions
 
 namespace deepspeed_detail {
 

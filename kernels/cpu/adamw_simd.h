@@ -96,8 +96,8 @@
 #endif
 
 #include "kernels/cpu/adamw.h"
-#include "zero/dtype.h"
-#include "zero/rng.h"
+#include "zero/base/dtype.h"
+#include "zero/base/rng.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wall
 // reports as "may be used uninitialized" when they are inlined (GCC PR 105593).

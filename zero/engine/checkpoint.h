@@ -23,13 +23,13 @@
 #include <vector>
 
 #include "data/dataloader.h"
-#include "zero/common.h"
-#include "zero/gpt2_config.h"
-#include "zero/loss_scaler.h"
-#include "zero/model_file.h"
-#include "zero/param_layout.h"
-#include "zero/shard_plan.h"
-#include "zero/zero_engine.h"
+#include "zero/base/common.h"
+#include "zero/layout/gpt2_config.h"
+#include "zero/engine/loss_scaler.h"
+#include "zero/layout/model_file.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
+#include "zero/engine/zero_engine.h"
 
 constexpr uint32_t CKPT_STATE_MAGIC = 0x5a45524f;  // "ZERO"
 constexpr uint32_t CKPT_OPTIM_MAGIC = 0x5a4f5054;  // "ZOPT"

@@ -61,7 +61,7 @@
 #define GEMM_CPU_AVX2 1
 #endif
 
-#include "zero/dtype.h"
+#include "zero/base/dtype.h"
 
 namespace gemm_cpu_detail {
 

@@ -5,18 +5,18 @@
 
 #include <string>
 
-#include "zero/common.h"
-#include "zero/dtype.h"
-#include "zero/flags.h"
-#include "zero/gpt2_config.h"
-#include "zero/launcher.h"
-#include "zero/loss_scaler.h"
-#include "zero/memory_predictor.h"
-#include "zero/model_file.h"
-#include "zero/param_layout.h"
-#include "zero/shard_plan.h"
+#include "zero/base/common.h"
+#include "zero/base/dtype.h"
+#include "zero/run/flags.h"
+#include "zero/layout/gpt2_config.h"
+#include "zero/comm/launcher.h"
+#include "zero/engine/loss_scaler.h"
+#include "zero/engine/memory_predictor.h"
+#include "zero/layout/model_file.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
 #include "kernels/kernels.h"
-#include "zero/zero_engine.h"
+#include "zero/engine/zero_engine.h"
 
 #include <unistd.h>
 #include <algorithm>
@@ -44,7 +44,7 @@ struct RunSetup {
         q.offload_optimizer = offload_optimizer;
         q.offload_param = offload_param;
         q.offload_activations = offload_activations;
-        q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg);
+        q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads);
         return q;
     }
     ZeroConfig zero_config(const TrainOptions& o) const {

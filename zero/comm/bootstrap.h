@@ -93,8 +93,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#include "zero/common.h"
-#include "zero/launcher.h"
+#include "zero/base/common.h"
+#include "zero/comm/launcher.h"
 
 // What each rank tells rank 0 about itself.
 struct BootstrapRecord {

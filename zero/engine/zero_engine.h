@@ -35,14 +35,14 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "zero/comm.h"
-#include "zero/cpu_adamw.h"
-#include "zero/host_tasks.h"
-#include "zero/memory.h"
-#include "zero/param_layout.h"
-#include "zero/rng.h"
-#include "zero/shard_plan.h"
-#include "zero/unit_slots.h"
+#include "zero/comm/comm.h"
+#include "kernels/cpu/adamw_simd.h"
+#include "zero/engine/host_tasks.h"
+#include "zero/base/memory.h"
+#include "zero/layout/param_layout.h"
+#include "zero/base/rng.h"
+#include "zero/layout/shard_plan.h"
+#include "zero/engine/unit_slots.h"
 
 struct ZeroConfig {
     int stage = 1;

@@ -17,9 +17,9 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "zero/memory.h"
-#include "zero/param_layout.h"
-#include "zero/shard_plan.h"
+#include "zero/base/memory.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
 
 constexpr double ZERO_K = 12.0;
 
@@ -86,7 +86,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double host_params = off_opt ? psi / N * s : 0;
     double host_comm = off_opt && q.stage >= 2 ? 2 * slice * s : 0;
 
-    // --- activations: what forward saves (see zero/activations.h for the list)
+    // --- activations: what forward saves (see zero/layout/activations.h for the list)
     double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = q.cfg.num_layers;
     double NH = q.cfg.num_heads, Vp = q.cfg.padded_vocab_size;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 struct GPT2Config {
     int max_seq_len = 1024;         // maxT: rows of the positional embedding

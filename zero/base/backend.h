@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "zero/common.h"
+#include "zero/base/common.h"
 
 #if defined(__CUDACC__) && !defined(ZERO_CPU)
 #define ZERO_CUDA 1

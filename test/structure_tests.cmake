@@ -1,0 +1,3 @@
+# The code's structure: the include rule of the layers (dev/check_layers.sh): no
+# include from a lower layer to a higher one, no include cycle.
+zero_script_test(NAME layers COMMAND sh "${REPO_ROOT}/dev/check_layers.sh" "${REPO_ROOT}" LABELS build)

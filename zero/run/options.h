@@ -1,0 +1,60 @@
+// Everything a run can be told: one member per flag (zero/run/flags.h), which
+// --deepspeed_config may also set (zero/run/deepspeed_config.h). The defaults
+// here are the flags' defaults, and --help prints them from this struct.
+#pragma once
+
+#include <string>
+
+struct TrainOptions {
+    // data and model
+    std::string train_pattern = "data/mobydick/mobydick_train*.bin";
+    std::string val_pattern = "data/mobydick/mobydick_val*.bin";
+    std::string tokenizer_path = "data/gpt2_tokenizer.bin";
+    std::string model = "d12";  // descriptor, shape, or llm.c model file
+    std::string output_dir;     // logs and checkpoints; empty = none
+    // batch
+    int micro_batch = 4;      // -b: sequences per rank per micro-step
+    int seq_len = 1024;       // -t
+    long total_batch = -1;    // -d: tokens per optimizer step (-1: one micro-step on every rank)
+    // optimisation
+    float learning_rate = 3e-4f;
+    int warmup_steps = 0;
+    float final_lr_frac = 1.0f;
+    float weight_decay = 0.0f;
+    float grad_clip = 1.0f;
+    int max_steps = -1;  // -1: one epoch
+    int shuffle = 0;
+    unsigned long long seed = 1337;
+    // evaluation, sampling, checkpoints
+    int val_every = 20;
+    int val_max_batches = 20;
+    int sample_every = 20;
+    int gen_tokens = 64;
+    int checkpoint_every = 0;  // 0: only at the end (when -o is given)
+    int resume = 0;
+    // ZeRO and memory
+    int zero_stage = 1;
+    int ranks = 1;  // emulated ranks in this process
+    std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
+    int recompute = 0;
+    std::string offload_optimizer = "none";  // none | cpu
+    std::string offload_param = "none";      // none | cpu
+    int offload_activations = 0;
+    double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
+    int mem_report = 0;
+    int estimate = 0;
+    std::string consolidate;  // checkpoint to turn into one model file, then exit
+    // fp16 dynamic loss scaling (DeepSpeed's names and semantics)
+    float loss_scale = 0.0f;  // > 0: static scale
+    int initial_scale_power = 16;
+    int loss_scale_window = 1000;
+    int hysteresis = 2;
+    float min_loss_scale = 1.0f;
+    // AdamW's moments
+    float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
+    // a DeepSpeed-style JSON config (zero/run/deepspeed_config.h), applied where the
+    // flag stands on the command line: later flags override it
+    std::string deepspeed_config;
+    int grad_accum = 0;         // its gradient_accumulation_steps; 0: -d decides (a later -d resets it)
+    long train_batch_seqs = 0;  // its train_batch_size, sequences per step over all ranks; 0: -d decides
+};
