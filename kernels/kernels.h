@@ -28,6 +28,14 @@
 #include "kernels/layernorm.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/reduce.cuh"
+// compiled once each, in kernels/instances/*.cu: here only declared
+#include "kernels/cuda_instances.h"
+ZERO_FOR_EACH_DTYPE(ZERO_ENCODER_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_LAYERNORM_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_MATMUL_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_ATTENTION_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_CLASSIFIER_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 #define ZERO_DISPATCH(cuda_call, cpu_call) cuda_call
 #else
 #define ZERO_DISPATCH(cuda_call, cpu_call) cpu_call

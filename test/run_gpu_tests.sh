@@ -20,7 +20,7 @@ build)
         echo "nvcc not found (neither on PATH nor /usr/local/cuda/bin): skipping the CUDA build"
         exit 77
     fi
-    exec make -C "$REPO_ROOT" train_gpt2_zero
+    exec make -C "$REPO_ROOT" -j "$(nproc 2>/dev/null || echo 2)" train_gpt2_zero
     ;;
 kernels)
     if ! nvidia-smi -L >/dev/null 2>&1; then

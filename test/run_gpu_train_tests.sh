@@ -20,7 +20,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 nvidia-smi -L 2>/dev/null | grep -q '^GPU ' || skip "no NVIDIA GPU"
 [ -f "$REPO/data/mobydick/mobydick_train.bin" ] || skip "no data (make data)"
-make -C "$REPO" train_gpt2_zero train_gpt2_zero_cpu >"$WORK/build.log" 2>&1 || {
+make -C "$REPO" -j "$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$WORK/build.log" 2>&1 || {
     tail -n 30 "$WORK/build.log"
     fail "cannot build the trainers"
 }

@@ -32,7 +32,7 @@ if command -v nvidia-smi >/dev/null 2>&1; then ngpu=$(nvidia-smi -L 2>/dev/null 
 command -v mpirun >/dev/null 2>&1 || skip "no mpirun (apt-get install openmpi-bin)"
 mpirun --version 2>&1 | grep -q "Open MPI" ||
     skip "mpirun is not Open MPI's (zero/comm/launcher.h reads OMPI_COMM_WORLD_*, Slurm or RANK/WORLD_SIZE variables)"
-if ! make -C "$REPO" train_gpt2_zero >"$WORK/build.log" 2>&1; then
+if ! make -C "$REPO" -j "$(nproc)" train_gpt2_zero >"$WORK/build.log" 2>&1; then
     tail -n 20 "$WORK/build.log"
     skip "./train_gpt2_zero cannot be built here (log: $WORK/build.log)"
 fi
@@ -76,7 +76,7 @@ if [ "$ngpu" -lt 2 ]; then
 fi
 
 # --- 2. NCCL across two GPUs == emulated ranks -------------------------------------
-if ! make -C "$REPO" train_gpt2_zero_cpu >"$WORK/build_cpu.log" 2>&1; then
+if ! make -C "$REPO" -j "$(nproc)" train_gpt2_zero_cpu >"$WORK/build_cpu.log" 2>&1; then
     tail -n 20 "$WORK/build_cpu.log"
     fail "./train_gpt2_zero_cpu does not build"
 fi

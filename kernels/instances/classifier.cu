@@ -1,0 +1,6 @@
+// The classifier launchers, compiled in a translation unit of their own
+// (kernels/cuda_instances.h lists them; the trainer only declares them).
+#include "kernels/classifier.cuh"
+#include "kernels/cuda_instances.h"
+
+ZERO_FOR_EACH_DTYPE(ZERO_CLASSIFIER_INSTANCE, )

@@ -1,0 +1,7 @@
+// The optimizer launchers, compiled in a translation unit of their own
+// (kernels/cuda_instances.h lists them; the trainer only declares them).
+#include "kernels/adamw.cuh"
+#include "kernels/reduce.cuh"
+#include "kernels/cuda_instances.h"
+
+ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, )
