@@ -370,13 +370,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         printf("note: no tokenizer at %s; samples print as token ids\n", o.tokenizer_path.c_str());
     }
 
-    LossScaler scaler(run.scaler_config(o), run.dtype == DType::F16);
-    OptimizerConfig oc;
-    oc.weight_decay = o.weight_decay;
-    oc.beta1 = o.adam_beta1;
-    oc.beta2 = o.adam_beta2;
-    oc.eps = o.adam_eps;
-    oc.grad_clip = o.grad_clip;
+    LossScaler scaler(loss_scaler_config(o), run.dtype == DType::F16);
+    const OptimizerConfig oc = optimizer_config(o);
 
     const long tokens_per_step = (long)o.micro_batch * o.seq_len * world * run.micro_steps;
     int total_steps = o.max_steps > 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);

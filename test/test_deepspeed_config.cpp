@@ -162,8 +162,8 @@ const char* FULL_CONFIG = R"({ "train_micro_batch_size_per_gpu": 4, "gradient_ac
   "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}},
   "activation_checkpointing": {"partition_activations": false, "cpu_checkpointing": true} })";
 
-void apply_text(const std::string& text, TrainOptions& o, DeepSpeedExtras& x, bool notes = false) {
-    apply_deepspeed_json(parse_json(text, "ds.json"), o, x, notes);
+void apply_text(const std::string& text, TrainOptions& o, bool notes = false) {
+    apply_deepspeed_json(parse_json(text, "ds.json"), o, notes);
 }
 
 void test_full_config() {
@@ -172,19 +172,21 @@ void test_full_config() {
     o.grad_clip = 0.0f;
     o.zero_stage = 1;
     o.max_steps = 7;  // not in the file: kept
-    DeepSpeedExtras x;
-    apply_text(FULL_CONFIG, o, x);
+    o.total_batch = 4096;  // an earlier -d: the file's batch replaces it
+    o.adam_beta1 = o.adam_beta2 = o.adam_eps = 0.5f;  // set before: the file overrides them
+    apply_text(FULL_CONFIG, o);
     EXPECT_EQ(o.micro_batch, 4);
-    EXPECT_EQ(x.gradient_accumulation_steps, 2);
-    EXPECT_EQ(x.train_batch_size, 0);
+    EXPECT_EQ(o.grad_accum, 2);
+    EXPECT_EQ(o.train_batch_seqs, 0L);
+    EXPECT_EQ(o.total_batch, -1L);
     EXPECT(o.grad_clip == 1.0f, "grad_clip %g", o.grad_clip);
     EXPECT(o.precision == "bf16", "precision %s", o.precision.c_str());
     EXPECT(o.loss_scale == 0.0f && o.initial_scale_power == 16 && o.loss_scale_window == 1000 && o.hysteresis == 2 &&
                o.min_loss_scale == 1.0f,
            "fp16 scaler fields");
     EXPECT(o.learning_rate == 3e-4f && o.weight_decay == 0.1f, "lr %g wd %g", o.learning_rate, o.weight_decay);
-    EXPECT(x.has_betas && x.beta1 == 0.9f && x.beta2 == 0.95f, "betas");
-    EXPECT(x.has_eps && x.eps == 1e-8f, "eps");
+    EXPECT(o.adam_beta1 == 0.9f && o.adam_beta2 == 0.95f, "betas %g %g", o.adam_beta1, o.adam_beta2);
+    EXPECT(o.adam_eps == 1e-8f, "eps %g", o.adam_eps);
     EXPECT_EQ(o.zero_stage, 3);
     EXPECT(o.offload_optimizer == "cpu" && o.offload_param == "cpu", "offload %s %s", o.offload_optimizer.c_str(),
            o.offload_param.c_str());
@@ -192,8 +194,7 @@ void test_full_config() {
     EXPECT_EQ(o.offload_activations, 1);
     EXPECT_EQ(o.max_steps, 7);
     EXPECT(o.warmup_steps == 0 && o.final_lr_frac == 1.0f, "schedule untouched");
-    EXPECT_EQ(deepspeed_total_batch(x.gradient_accumulation_steps, x.train_batch_size, o.micro_batch, 1024, 2),
-              4L * 1024 * 2 * 2);
+    EXPECT_EQ(deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, 1024, 2), 4L * 1024 * 2 * 2);
 
     // the same through a file, with its notes: the full config prints only the
     // cpu_checkpointing note
@@ -203,8 +204,7 @@ void test_full_config() {
         fclose(f);
         ChildResult r = run_in_child([] {
             TrainOptions o2;
-            DeepSpeedExtras x2;
-            apply_deepspeed_config("ds_full.json", o2, x2);
+            apply_deepspeed_config("ds_full.json", o2);
             if (o2.zero_stage != 3 || o2.precision != "bf16") _exit(3);
         });
         EXPECT(r.status == 0, "full config from a file: status %d, stderr %s", r.status, r.err.c_str());
@@ -215,11 +215,12 @@ void test_full_config() {
 
     // an empty config changes nothing
     TrainOptions d, e;
-    DeepSpeedExtras xe;
-    apply_text("{}", e, xe);
+    apply_text("{}", e);
     EXPECT(e.micro_batch == d.micro_batch && e.precision == d.precision && e.zero_stage == d.zero_stage &&
-               e.learning_rate == d.learning_rate && e.offload_optimizer == d.offload_optimizer && !xe.has_betas &&
-               xe.gradient_accumulation_steps == 0,
+               e.learning_rate == d.learning_rate && e.offload_optimizer == d.offload_optimizer &&
+               e.adam_beta1 == d.adam_beta1 && e.adam_beta2 == d.adam_beta2 && e.adam_eps == d.adam_eps &&
+               e.grad_accum == d.grad_accum && e.train_batch_seqs == d.train_batch_seqs &&
+               e.total_batch == d.total_batch,
            "{} changes nothing");
 }
 
@@ -227,7 +228,7 @@ void test_notes() {
     // unknown and unused keys are notes, one line each, and the run goes on
     ChildResult r = run_in_child([] {
         TrainOptions o;
-        DeepSpeedExtras x;
+        o.adam_beta1 = 0.7f;  // betas "auto": kept
         apply_text(R"({"steps_per_print": 10, "wall_clock_breakdown": false,
                        "zero_optimization": {"stage": 2, "overlap_comm": true,
                                              "offload_optimizer": {"device": "cpu", "pin_memory": false, "buffer_count": 4}},
@@ -236,9 +237,10 @@ void test_notes() {
                        "train_micro_batch_size_per_gpu": "auto",
                        "fp16": {"enabled": "auto", "hysteresis": 3},
                        "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_max_lr": "auto", "warmup_num_steps": 7}}})",
-                   o, x, true);
+                   o, true);
         if (o.zero_stage != 2 || o.offload_optimizer != "cpu" || o.learning_rate != 0.001f || o.micro_batch != 4 ||
-            x.has_betas || o.precision != "" || o.hysteresis != 3 || o.warmup_steps != 7 || o.final_lr_frac != 0.0f)
+            o.adam_beta1 != 0.7f || o.adam_beta2 != TrainOptions{}.adam_beta2 || o.precision != "" ||
+            o.hysteresis != 3 || o.warmup_steps != 7 || o.final_lr_frac != 0.0f)
             _exit(3);
     });
     EXPECT(r.status == 0, "notes: status %d, stderr %s", r.status, r.err.c_str());
@@ -267,8 +269,7 @@ void test_notes() {
     // notes=false is silent
     ChildResult q = run_in_child([] {
         TrainOptions o;
-        DeepSpeedExtras x;
-        apply_text(R"({"steps_per_print": 10, "scheduler": {"type": "WarmupLR"}})", o, x, false);
+        apply_text(R"({"steps_per_print": 10, "scheduler": {"type": "WarmupLR"}})", o, false);
     });
     EXPECT(q.status == 0 && q.err.empty(), "notes=false: status %d, stderr %s", q.status, q.err.c_str());
 }
@@ -277,8 +278,7 @@ void test_precision() {
     auto precision_of = [](const char* text, const char* before) {
         TrainOptions o;
         o.precision = before;
-        DeepSpeedExtras x;
-        apply_text(text, o, x);
+        apply_text(text, o);
         return o.precision;
     };
     EXPECT(precision_of(R"({"fp16": {"enabled": true}})", "") == "fp16", "fp16");
@@ -292,10 +292,9 @@ void test_precision() {
     EXPECT(precision_of(R"({"amp": {"enabled": false}})", "bf16") == "bf16", "amp off: fine");
 
     TrainOptions o;
-    DeepSpeedExtras x;
     apply_text(R"({"fp16": {"enabled": true, "loss_scale": 1024.5, "initial_scale_power": 12, "loss_scale_window": 50,
                    "hysteresis": 1, "min_loss_scale": 0.25, "consecutive_hysteresis": false}})",
-               o, x);
+               o);
     EXPECT(o.precision == "fp16" && o.loss_scale == 1024.5f && o.initial_scale_power == 12 &&
                o.loss_scale_window == 50 && o.hysteresis == 1 && o.min_loss_scale == 0.25f,
            "fp16 fields");
@@ -304,35 +303,31 @@ void test_precision() {
 void test_scheduler_and_misc() {
     {
         TrainOptions o;
-        DeepSpeedExtras x;
         apply_text(R"({"scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 100,
                        "total_num_steps": 1000, "cos_min_ratio": 0.1, "warmup_type": "linear"}}})",
-                   o, x);
+                   o);
         EXPECT(o.warmup_steps == 100 && o.final_lr_frac == 0.1f, "WarmupCosineLR: %d %g", o.warmup_steps,
                o.final_lr_frac);
     }
     {
         TrainOptions o;
         o.final_lr_frac = 0.5f;
-        DeepSpeedExtras x;
         apply_text(R"({"optimizer": {"params": {"lr": 1e-3}},
                        "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10, "warmup_max_lr": 6e-4}}})",
-                   o, x);
+                   o);
         EXPECT(o.warmup_steps == 10 && o.learning_rate == 6e-4f && o.final_lr_frac == 1.0f,
                "WarmupLR: warmup_max_lr is the peak, then constant");
     }
     {
         TrainOptions o;
-        DeepSpeedExtras x;
         apply_text(R"({"scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 5, "warmup_max_lr": 2e-4,
                        "total_num_steps": 100}}})",
-                   o, x);
+                   o);
         EXPECT(o.warmup_steps == 5 && o.learning_rate == 2e-4f && o.final_lr_frac == 0.0f, "WarmupDecayLR");
     }
     {
         TrainOptions o;
-        DeepSpeedExtras x;
-        apply_text(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-5}}})", o, x);
+        apply_text(R"({"scheduler": {"type": "OneCycle", "params": {"cycle_min_lr": 1e-5}}})", o);
         TrainOptions d;
         EXPECT(o.learning_rate == d.learning_rate && o.final_lr_frac == d.final_lr_frac, "OneCycle: ignored");
     }
@@ -341,17 +336,17 @@ void test_scheduler_and_misc() {
         TrainOptions o;
         o.offload_param = "cpu";
         o.offload_activations = 1;
-        DeepSpeedExtras x;
         apply_text(R"({"train_micro_batch_size_per_gpu": 2.0, "train_batch_size": 64,
                        "zero_optimization": {"stage": 0, "offload_param": {"device": "none"}, "cpu_offload": true},
                        "activation_checkpointing": {"cpu_checkpointing": false},
                        "optimizer": {"type": "ADAMW", "params": {"betas": [0.8, 0.999], "eps": 1e-6,
                                                                  "adam_w_mode": true, "amsgrad": false}}})",
-                   o, x);
-        EXPECT(o.micro_batch == 2 && x.train_batch_size == 64 && o.zero_stage == 0 && o.offload_param == "none" &&
-                   o.offload_optimizer == "cpu" && o.offload_activations == 0 && o.recompute == 0,
+                   o);
+        EXPECT(o.micro_batch == 2 && o.train_batch_seqs == 64 && o.grad_accum == 0 && o.total_batch == -1 &&
+                   o.zero_stage == 0 && o.offload_param == "none" && o.offload_optimizer == "cpu" &&
+                   o.offload_activations == 0 && o.recompute == 0,
                "misc mapping");
-        EXPECT(x.has_betas && x.beta1 == 0.8f && x.beta2 == 0.999f && x.has_eps && x.eps == 1e-6f, "betas, eps");
+        EXPECT(o.adam_beta1 == 0.8f && o.adam_beta2 == 0.999f && o.adam_eps == 1e-6f, "betas, eps");
     }
 }
 
@@ -371,8 +366,7 @@ void expect_config_error(const char* what, const std::string& text, const std::s
     expect_failure(what,
                    [&] {
                        TrainOptions o;
-                       DeepSpeedExtras x;
-                       apply_text(text, o, x, true);
+                       apply_text(text, o, true);
                    },
                    part);
 }
@@ -452,16 +446,14 @@ void test_config_errors() {
     // files: missing, and a parse error that names the file and position
     expect_failure("missing config", [] {
         TrainOptions o;
-        DeepSpeedExtras x;
-        apply_deepspeed_config("no_such_ds.json", o, x);
+        apply_deepspeed_config("no_such_ds.json", o);
     }, "DeepSpeed config no_such_ds.json does not exist");
     FILE* f = open_file("ds_bad.json", "wb");
     fputs("{\n  \"zero_optimization\": {\"stage\": 3,},\n}\n", f);
     fclose(f);
     expect_failure("bad file", [] {
         TrainOptions o;
-        DeepSpeedExtras x;
-        apply_deepspeed_config("ds_bad.json", o, x);
+        apply_deepspeed_config("ds_bad.json", o);
     }, "ds_bad.json:2:36: trailing comma before '}'");
 }
 

@@ -14,6 +14,7 @@
 #include "test/trainer_harness.h"
 #include "zero/engine/checkpoint.h"
 #include "zero/engine/loss_scaler.h"
+#include "zero/run/run_setup.h"
 
 int main(int argc, char** argv) {
     if (argc < 2) {
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
         while (first_ok < steps && skipped[first_ok]) first_ok++;
         EXPECT(first_ok > 5 && first_ok < steps / 2, "the first clean step is %zu", first_ok + 1);
         // every step's scale is what DeepSpeed's rules give for the overflows seen so far
-        LossScalerConfig dflt;
+        LossScalerConfig dflt = loss_scaler_config(TrainOptions{});  // the trainer's defaults
         dflt.initial_scale_power = 40;
         LossScaler sim(dflt, true);
         for (size_t i = 0; i < steps; i++) {

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 
+// DeepSpeed's fp16 settings, as the run was told (loss_scaler_config() in
+// zero/run/run_setup.h; the defaults live in zero/run/options.h only).
 struct LossScalerConfig {
-    float static_scale = 0.0f;
-    int initial_scale_power = 16;
-    int window = 1000;
-    int hysteresis = 2;
-    float min_scale = 1.0f;
+    float static_scale = 0;  // > 0: a fixed scale
+    int initial_scale_power = 0;
+    int window = 0;
+    int hysteresis = 0;
+    float min_scale = 0;
 };
 
 struct LossScaler {

@@ -53,10 +53,12 @@ struct ZeroConfig {
     int cpu_threads = 1;             // the CPU AdamW's threads (offload)
 };
 
+// AdamW's hyperparameters and the clip, as the run was told (optimizer_config()
+// in zero/run/run_setup.h; the defaults live in zero/run/options.h only).
 struct OptimizerConfig {
-    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
-    float weight_decay = 0.0f;
-    float grad_clip = 1.0f;  // global-norm clip; <= 0 disables
+    float beta1 = 0, beta2 = 0, eps = 0;
+    float weight_decay = 0;
+    float grad_clip = 0;  // global-norm clip; <= 0 disables
 };
 
 struct StepResult {

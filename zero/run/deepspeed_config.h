@@ -7,9 +7,11 @@
 //
 //   train_micro_batch_size_per_gpu            -b
 //   gradient_accumulation_steps, train_batch_size
-//                                             -d, resolved once T and the world
-//                                             size are known (DeepSpeedExtras,
-//                                             deepspeed_total_batch below)
+//                                             TrainOptions::grad_accum and
+//                                             train_batch_seqs (replacing an
+//                                             earlier -d), made into -d once T and
+//                                             the world size are known
+//                                             (deepspeed_total_batch below)
 //   gradient_clipping                         --grad_clip
 //   bf16.enabled / bfloat16.enabled, fp16.enabled
 //                                             -p: bf16, fp16, or fp32 when a bf16
@@ -20,9 +22,7 @@
 //   optimizer.type                            Adam or AdamW (any case): both are
 //                                             AdamW with decoupled weight decay
 //   optimizer.params.lr, weight_decay         -l, -c
-//   optimizer.params.betas, eps               DeepSpeedExtras (the engine's AdamW
-//                                             takes them; TrainOptions has no
-//                                             members for them yet)
+//   optimizer.params.betas, eps               --adam_beta1/2, --adam_eps
 //   scheduler.params.warmup_num_steps         -u; and by scheduler type:
 //     WarmupLR        warmup_max_lr -> -l, constant after warmup (-q 1)
 //     WarmupDecayLR   warmup_max_lr -> -l, decay to 0 (-q 0; cosine here, linear there)
@@ -57,27 +57,13 @@
 #include "zero/base/json.h"
 #include "zero/run/options.h"
 
-// What a DeepSpeed config sets that cannot go into TrainOptions as it stands.
-struct DeepSpeedExtras {
-    // The batch, in DeepSpeed's units: sequences and accumulation steps. Our -d
-    // counts tokens over all ranks, so it needs T and the world size, which are
-    // known only after every flag (and the launcher) is seen: deepspeed_total_batch.
-    int gradient_accumulation_steps = 0;  // 0: not in the file
-    long train_batch_size = 0;            // sequences per optimizer step over all ranks; 0: not in the file
-    // AdamW's betas and epsilon, when the file gives them.
-    bool has_betas = false;
-    float beta1 = 0.9f, beta2 = 0.95f;
-    bool has_eps = false;
-    float eps = 1e-8f;
-};
 
-// Reads the file and applies it to `o`; batch keys and AdamW betas/eps land in
-// `extras`. Errors end the program with one line (fail()). notes=false silences
-// the "note:" lines (e.g. on ranks other than 0).
-inline void apply_deepspeed_config(const std::string& path, TrainOptions& o, DeepSpeedExtras& extras,
-                                   bool notes = true);
+// Reads the file and applies it to `o`, every key to the option it names.
+// Errors end the program with one line (fail()). notes=false silences the
+// "note:" lines (e.g. on ranks other than 0).
+inline void apply_deepspeed_config(const std::string& path, TrainOptions& o, bool notes = true);
 // The same for a parsed document (the tests use this one).
-inline void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, DeepSpeedExtras& extras, bool notes = true);
+inline void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes = true);
 
 // Tokens per optimizer step (the -d value) that DeepSpeed's
 //   train_batch_size = micro-batch x gradient_accumulation_steps x world size
@@ -239,11 +225,17 @@ class Section {
     std::vector<bool> used;
 };
 
-inline void apply_batch(Section& top, TrainOptions& o, DeepSpeedExtras& x) {
+inline void apply_batch(Section& top, TrainOptions& o) {
     top.get_int("train_micro_batch_size_per_gpu", 1, INT_MAX, o.micro_batch, "an integer >= 1");
-    top.get_int("gradient_accumulation_steps", 1, INT_MAX, x.gradient_accumulation_steps, "an integer >= 1");
-    long long tb;
-    if (top.get_int("train_batch_size", 1, LONG_MAX, tb, "an integer >= 1")) x.train_batch_size = (long)tb;
+    int accum = 0;
+    long long tb = 0;
+    bool has_accum = top.get_int("gradient_accumulation_steps", 1, INT_MAX, accum, "an integer >= 1");
+    bool has_tb = top.get_int("train_batch_size", 1, LONG_MAX, tb, "an integer >= 1");
+    if (has_accum || has_tb) {  // the file's batch replaces an earlier -d (and a later -d replaces it)
+        o.total_batch = -1;
+        o.grad_accum = has_accum ? accum : 0;
+        o.train_batch_seqs = has_tb ? (long)tb : 0;
+    }
     top.get_float("gradient_clipping", 0.0, INFINITY, false, o.grad_clip, "a number >= 0 (0: no clipping)");
 }
 
@@ -300,7 +292,7 @@ inline void apply_precision(Section& top, TrainOptions& o) {
     else if (decided) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
 }
 
-inline void apply_optimizer(Section& top, TrainOptions& o, DeepSpeedExtras& x) {
+inline void apply_optimizer(Section& top, TrainOptions& o) {
     Section opt = top.section("optimizer");
     if (!opt.present()) return;
     std::string type;
@@ -317,15 +309,11 @@ inline void apply_optimizer(Section& top, TrainOptions& o, DeepSpeedExtras& x) {
             for (size_t i = 0; ok && i < 2; i++)
                 ok = (*betas)[i].is_number() && (*betas)[i].as_number() >= 0.0 && (*betas)[i].as_number() < 1.0;
             if (!ok) p.bad(*betas, "betas", "an array of two numbers in [0, 1), like [0.9, 0.95]");
-            x.has_betas = true;
-            x.beta1 = (float)(*betas)[0].as_number();
-            x.beta2 = (float)(*betas)[1].as_number();
+            o.adam_beta1 = (float)(*betas)[0].as_number();
+            o.adam_beta2 = (float)(*betas)[1].as_number();
         }
         double eps;
-        if (p.get_number("eps", 0.0, 1.0, true, eps, "a number in (0, 1]")) {
-            x.has_eps = true;
-            x.eps = (float)eps;
-        }
+        if (p.get_number("eps", 0.0, 1.0, true, eps, "a number in (0, 1]")) o.adam_eps = (float)eps;
         bool flag = false;
         if (p.get_bool("adam_w_mode", flag) && !flag)
             p.unsupported(*p.get("adam_w_mode"), "adam_w_mode",
@@ -424,23 +412,23 @@ inline void apply_activation_checkpointing(Section& top, TrainOptions& o) {
 
 }  // namespace deepspeed_detail
 
-inline void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, DeepSpeedExtras& x, bool notes) {
+inline void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes) {
     using namespace deepspeed_detail;
     if (!root.is_object())
         fail("%s: a DeepSpeed config is a JSON object {...}, not %s", root.where().c_str(), root.type_name());
     Section top(&root, "", notes);
-    apply_batch(top, o, x);
+    apply_batch(top, o);
     apply_precision(top, o);
-    apply_optimizer(top, o, x);
+    apply_optimizer(top, o);
     apply_scheduler(top, o);
     apply_zero(top, o);
     apply_activation_checkpointing(top, o);
     top.finish();
 }
 
-inline void apply_deepspeed_config(const std::string& path, TrainOptions& o, DeepSpeedExtras& x, bool notes) {
+inline void apply_deepspeed_config(const std::string& path, TrainOptions& o, bool notes) {
     CHECK(file_exists(path), "DeepSpeed config %s does not exist", path.c_str());
-    apply_deepspeed_json(parse_json_file(path), o, x, notes);
+    apply_deepspeed_json(parse_json_file(path), o, notes);
 }
 
 inline long deepspeed_total_batch(int accum, long train_batch, int micro_batch, int seq_len, int world) {

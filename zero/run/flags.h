@@ -51,6 +51,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag("-q", "--final_lr_frac", &O::final_lr_frac, "cosine decay ends at this fraction of the peak"),
         flag("-c", "--weight_decay", &O::weight_decay, "AdamW decoupled weight decay (matrices, embeddings)"),
         flag(nullptr, "--grad_clip", &O::grad_clip, "clip the global gradient norm to this (0: off)"),
+        flag(nullptr, "--adam_beta1", &O::adam_beta1, "AdamW: decay of the first moment"),
+        flag(nullptr, "--adam_beta2", &O::adam_beta2, "AdamW: decay of the second moment"),
+        flag(nullptr, "--adam_eps", &O::adam_eps, "AdamW: added to the second moment's root"),
         flag("-x", "--steps", &O::max_steps, "optimizer steps (-1: one epoch of the training data)"),
         flag("-f", "--shuffle", &O::shuffle, "1: shuffle shards and batches every epoch"),
         flag(nullptr, "--seed", &O::seed, "seed of initialisation, shuffling, rounding and sampling"),
@@ -112,19 +115,6 @@ inline void print_usage(const char* prog) {
     printf("\n  -h, --help                 this list\n");
 }
 
-// --deepspeed_config FILE: the file's settings, as if given as flags here.
-inline void apply_deepspeed_flags(const std::string& path, TrainOptions& opts) {
-    DeepSpeedExtras x;
-    apply_deepspeed_config(path, opts, x, detect_launch_env().rank == 0);
-    if (x.gradient_accumulation_steps > 0 || x.train_batch_size > 0) {  // replaces an earlier -d
-        opts.total_batch = -1;
-        opts.grad_accum = x.gradient_accumulation_steps;
-        opts.train_batch_seqs = x.train_batch_size;
-    }
-    if (x.has_betas) opts.adam_beta1 = x.beta1, opts.adam_beta2 = x.beta2;
-    if (x.has_eps) opts.adam_eps = x.eps;
-}
-
 // Parses argv into opts. Unknown flags and malformed values are one-line errors.
 inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
     for (int i = 1; i < argc; i++) {
@@ -165,7 +155,9 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             else opts.*spec->d = v;
         } else {
             opts.*spec->s = value;
-            if (spec->s == &TrainOptions::deepspeed_config) apply_deepspeed_flags(value, opts);
+            // the file's settings, as if given as flags here (its notes from rank 0 only)
+            if (spec->s == &TrainOptions::deepspeed_config)
+                apply_deepspeed_config(value, opts, detect_launch_env().rank == 0);
         }
     }
     return true;

@@ -62,16 +62,29 @@ struct RunSetup {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         return (int)std::max(1L, cores / ranks_per_process);
     }
-    LossScalerConfig scaler_config(const TrainOptions& o) const {
-        LossScalerConfig c;
-        c.static_scale = o.loss_scale;
-        c.initial_scale_power = o.initial_scale_power;
-        c.window = o.loss_scale_window;
-        c.hysteresis = o.hysteresis;
-        c.min_scale = o.min_loss_scale;
-        return c;
-    }
 };
+
+// The engine's other configs, straight from the options (whose defaults are the
+// only ones: zero/run/options.h).
+inline LossScalerConfig loss_scaler_config(const TrainOptions& o) {
+    LossScalerConfig c;
+    c.static_scale = o.loss_scale;
+    c.initial_scale_power = o.initial_scale_power;
+    c.window = o.loss_scale_window;
+    c.hysteresis = o.hysteresis;
+    c.min_scale = o.min_loss_scale;
+    return c;
+}
+
+inline OptimizerConfig optimizer_config(const TrainOptions& o) {
+    OptimizerConfig c;
+    c.beta1 = o.adam_beta1;
+    c.beta2 = o.adam_beta2;
+    c.eps = o.adam_eps;
+    c.weight_decay = o.weight_decay;
+    c.grad_clip = o.grad_clip;
+    return c;
+}
 
 inline DType parse_precision(const std::string& p) {
 #ifdef ZERO_CUDA
@@ -153,6 +166,9 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
           "learning rate schedule: -l >= 0, -u >= 0 and 0 <= -q <= 1 please");
     CHECK(o.weight_decay >= 0.0f && o.grad_clip >= 0.0f, "weight decay and gradient clip must be >= 0");
+    CHECK(o.adam_beta1 >= 0.0f && o.adam_beta1 < 1.0f && o.adam_beta2 >= 0.0f && o.adam_beta2 < 1.0f &&
+              o.adam_eps > 0.0f,
+          "AdamW: 0 <= --adam_beta1, --adam_beta2 < 1 and --adam_eps > 0 please");
     CHECK(o.max_steps == -1 || o.max_steps >= 1, "-x (steps) must be -1 (one epoch) or at least 1 (got %d)",
           o.max_steps);
     CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= 0 && o.gen_tokens >= 0 &&
