@@ -113,7 +113,7 @@ struct GPT2 {
         int C = cfg.channels, NH = cfg.num_heads;
         LayerActs<T> a = acts.layer(l, BT());
         const T* x = acts.layer_input(l, BT());
-        T* branch = acts.t(acts.branch);
+        T* branch = acts.branch;
         layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, BT(), C);
         matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * C, (T*)nullptr);          // (B,T,3C)
         attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, C, NH);                          // (B,T,C)
@@ -131,10 +131,10 @@ struct GPT2 {
         int C = cfg.channels, NH = cfg.num_heads;
         LayerActs<T> a = acts.layer(l, BT());
         const T* x = acts.layer_input(l, BT());
-        T* dres = acts.t(acts.dresidual);
-        T* dbtc = acts.t(acts.dbtc);
-        T* dqkv = acts.t(acts.dqkv);
-        T* dfch = acts.t(acts.dfch);
+        T* dres = acts.dresidual;
+        T* dbtc = acts.dbtc;
+        T* dqkv = acts.dqkv;
+        T* dfch = acts.dfch;
         if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * C, C, a.fch);
@@ -151,8 +151,8 @@ struct GPT2 {
     // per-token losses are computed (acts.losses); with dloss != 0 (training)
     // the loss gradient replaces the logits and unit 0 stays held for backward.
     // Nothing is read back: the host does not wait for the device here.
-    void forward(const int* inputs, const int* targets, int B_, int T__, float dloss) {
-        B = B_, T_ = T__, inputs_host = inputs;
+    void forward(const int* inputs, const int* targets, int batch, int seq_len, float dloss) {
+        B = batch, T_ = seq_len, inputs_host = inputs;
         bool training = dloss != 0.0f;
         int C = cfg.channels, L = cfg.num_layers;
         CHECK(BT() <= acts.maxBT && T_ <= cfg.max_seq_len, "internal: batch larger than the activations");
@@ -161,7 +161,7 @@ struct GPT2 {
         zero.begin_pass(training);
 
         EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
-        encoder_forward(ctx, acts.t(acts.encoded), acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
+        encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
         zero.release_params(layout.embed_unit());
 
         for (int l = 0; l < L; l++) {
@@ -171,19 +171,19 @@ struct GPT2 {
             zero.release_params(u);
         }
 
-        float* lnf_mean = (float*)acts.lnf_stats;
+        float* lnf_mean = acts.lnf_stats;
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
-        layernorm_forward(ctx, acts.t(acts.lnf), lnf_mean, lnf_mean + BT(), acts.layer(L - 1, BT()).residual3,
+        layernorm_forward(ctx, acts.lnf, lnf_mean, lnf_mean + BT(), acts.layer(L - 1, BT()).residual3,
                           fin.lnfw, fin.lnfb, BT(), C);
         zero.release_params(layout.final_unit());
 
         // the LM head shares wte with the embeddings: unit 0 is gathered again
         head_params = zero.acquire_params(layout.embed_unit());
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
-        matmul_forward(ctx, acts.t(acts.logits), acts.t(acts.lnf), head.wte, (const T*)nullptr, BT(), C,
+        matmul_forward(ctx, acts.logits, acts.lnf, head.wte, (const T*)nullptr, BT(), C,
                        cfg.padded_vocab_size, (T*)nullptr);  // (B,T,Vp)
         if (targets)
-            fused_classifier(ctx, acts.t(acts.logits), (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
+            fused_classifier(ctx, acts.logits, (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
                              cfg.padded_vocab_size, dloss);
         if (!training) {
             zero.release_params(layout.embed_unit());
@@ -195,7 +195,7 @@ struct GPT2 {
     // The per-token losses of the last forward, added into acts.loss_sums (the
     // running sum of a step's micro-steps), on the device.
     void add_losses(bool first) {
-        accumulate(ctx, (float*)acts.loss_sums, (const float*)acts.losses, BT(), first);
+        accumulate(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first);
     }
     // The sum of acts.loss_sums (or of the last forward's losses), read back.
     double read_loss_sum(bool accumulated) {
@@ -211,13 +211,13 @@ struct GPT2 {
     void backward(int micro_step) {
         int C = cfg.channels, L = cfg.num_layers;
         acts.set_scratch_live(true);
-        T* dres = acts.t(acts.dresidual);
-        T* dbtc = acts.t(acts.dbtc);
+        T* dres = acts.dresidual;
+        T* dbtc = acts.dbtc;
 
         // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
         EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
-        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.t(acts.logits), acts.t(acts.lnf), head.wte, BT(), C,
+        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C,
                         cfg.padded_vocab_size, (const T*)nullptr);
         zero.release_params(layout.embed_unit());
 
@@ -225,7 +225,7 @@ struct GPT2 {
         int uf = layout.final_unit();
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
         FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
-        float* lnf_mean = (float*)acts.lnf_stats;
+        float* lnf_mean = acts.lnf_stats;
         device_zero(dres, BT() * C * sizeof(T), ctx.stream);
         layernorm_backward(ctx, dres, gfin.lnfw, gfin.lnfb, dbtc, acts.layer(L - 1, BT()).residual3, fin.lnfw,
                            lnf_mean, lnf_mean + BT(), BT(), C);
@@ -255,7 +255,7 @@ struct GPT2 {
     // Logits of position t of row 0 of the last forward, as fp32 on the host.
     std::vector<float> logits_at(int t) {
         std::vector<T> row(cfg.vocab_size);
-        zero.copy_to_host(row.data(), acts.t(acts.logits) + (size_t)t * cfg.padded_vocab_size,
+        zero.copy_to_host(row.data(), acts.logits + (size_t)t * cfg.padded_vocab_size,
                           cfg.vocab_size * sizeof(T));
         std::vector<float> out(cfg.vocab_size);
         for (int v = 0; v < cfg.vocab_size; v++) out[v] = to_float(row[v]);

@@ -223,7 +223,6 @@ struct DataLoader {
     size_t num_batches() const { return total_batches_; }
     size_t num_shards() const { return usable_.size(); }  // shards with at least one batch
     // the file the next batch comes from
-    const std::string& current_shard() const { return shards_[current_shard_index()].path; }
 
     State state() const {
         return State{epoch_, shard_pos_, batch_pos_, seed_, batch_tokens_, shuffle_ ? 1u : 0u};

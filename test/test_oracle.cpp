@@ -60,14 +60,17 @@ int main(int argc, char** argv) {
         GPT2<float> model(zero, B, T, 0, false, mem);
         zero.init_parameters(1234);
         ModelFileWriter<float> writer(dir + "/model.bin", layout);
-        for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, zero.unit_for_export(u));
+        for (int u = 0; u < layout.num_units(); u++) {
+            writer.write_unit(u, zero.acquire_params_for_export(u));
+            zero.release_params_after_export(u);
+        }
         writer.commit();
 
         // logits: an evaluation pass leaves them in place
         model.forward(inputs.data(), targets.data(), B, T, 0.0f);
         loss = model.read_loss_sum(false) / (B * T);
         for (int i = 0; i < B * T; i++)
-            for (int v = 0; v < V; v++) logits[(size_t)i * V + v] = ((float*)model.acts.logits)[(size_t)i * Vp + v];
+            for (int v = 0; v < V; v++) logits[(size_t)i * V + v] = model.acts.logits[(size_t)i * Vp + v];
         // gradients of the mean loss
         model.forward(inputs.data(), targets.data(), B, T, 1.0f / (B * T));
         model.backward(0);

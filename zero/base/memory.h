@@ -103,7 +103,6 @@ class MemoryAccountant {
     void reset_peak() {
         for (int a = 0; a < NUM_ARENAS; a++) peak[a] = live.total((Arena)a);
     }
-    const std::vector<Block>& all_blocks() const { return blocks; }
 
     void release_all() {
         for (Block& b : blocks) {

@@ -251,7 +251,7 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     if (rank0 && dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", layout);
     else if (rank0) w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", layout);
     for (int u = 0; u < layout.num_units(); u++) {
-        const T* unit = zero.unit_for_export(u);
+        const T* unit = zero.acquire_params_for_export(u);
         if (rank0) {
             std::vector<T> host(zero.plan.padded[u]);
             zero.copy_to_host(host.data(), unit, host.size() * sizeof(T));
@@ -263,7 +263,7 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
                 w32->write_unit(u, f.data());
             }
         }
-        zero.done_with_unit(u);
+        zero.release_params_after_export(u);
     }
     if (w16) w16->commit();
     if (w32) w32->commit();

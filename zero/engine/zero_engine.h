@@ -319,10 +319,10 @@ class ZeroEngine {
     const T* full_gradients() const { return grads_full; }
     size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
 
-    // Unit u's full compute-dtype parameters outside a pass (stage 3 gathers
-    // them into a slot; every rank must call this together). Pair with
-    // done_with_unit().
-    const T* unit_for_export(int u) {
+    // Unit u's full compute-dtype parameters outside a pass, for a checkpoint or a
+    // model file: acquire_params / release_params without the pass's visiting
+    // order (stage 3 gathers into a slot; every rank must call this together).
+    const T* acquire_params_for_export(int u) {
         if (stage < 3) {
             // stages 1-2: peers' slices arrive by the post-step all-gather on the comm stream
             stream_wait(ctx.stream, comm_done);
@@ -334,7 +334,7 @@ class ZeroEngine {
         slot->in_use = true;
         return slot->ptr;
     }
-    void done_with_unit(int u) {
+    void release_params_after_export(int u) {
         if (stage < 3) return;
         vacate(*param_slots->holding(u), ctx.stream);
     }

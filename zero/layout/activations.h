@@ -13,6 +13,7 @@
 // and back up before its layer's recomputation.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "zero/layout/gpt2_config.h"
@@ -57,26 +58,26 @@ class Activations {
         size_t cm = plan.copies_main, cg = plan.copies_gelu, co = offload_outputs ? 2 : L;
         // saved activations, in one allocation
         std::vector<Part> saved = {
-            {&encoded, BT * C, sizeof(T)},          {&ln1, cm * BT * C, sizeof(T)},
-            {&ln1_stats, cm * 2 * BT, 4},           {&qkv, cm * BT * 3 * C, sizeof(T)},
-            {&atty, cm * BT * C, sizeof(T)},        {&att_lse, cm * NH * BT, 4},
-            {&residual2, cm * BT * C, sizeof(T)},   {&ln2, cm * BT * C, sizeof(T)},
-            {&ln2_stats, cm * 2 * BT, 4},           {&fch, cm * BT * 4 * C, sizeof(T)},
-            {&fch_gelu, cg * BT * 4 * C, sizeof(T)}, {&residual3, co * BT * C, sizeof(T)},
-            {&lnf, BT * C, sizeof(T)},              {&lnf_stats, 2 * BT, 4},
-            {&logits, BT * Vp, sizeof(T)},          {&losses, BT, 4},
-            {&loss_sums, BT, 4},
-            {&tokens, 2 * BT, 4},
+            part(encoded, BT * C),          part(ln1, cm * BT * C),
+            part(ln1_stats, cm * 2 * BT),   part(qkv, cm * BT * 3 * C),
+            part(atty, cm * BT * C),        part(att_lse, cm * NH * BT),
+            part(residual2, cm * BT * C),   part(ln2, cm * BT * C),
+            part(ln2_stats, cm * 2 * BT),   part(fch, cm * BT * 4 * C),
+            part(fch_gelu, cg * BT * 4 * C), part(residual3, co * BT * C),
+            part(lnf, BT * C),              part(lnf_stats, 2 * BT),
+            part(logits, BT * Vp),          part(losses, BT),
+            part(loss_sums, BT),
+            part(tokens, 2 * BT),
         };
         saved_block = carve(saved, MemKind::Activations, Arena::Device, "activations");
         if (offload_outputs)
-            host_block = carve({{&residual3_host, L * BT * C, sizeof(T)}}, MemKind::Activations, Arena::Host,
+            host_block = carve({part(residual3_host, L * BT * C)}, MemKind::Activations, Arena::Host,
                                "layer_outputs_host");
         // scratch: a branch output in forward; the residual stream's and one layer's gradients in backward
         std::vector<Part> scratch = {
-            {&branch, BT * C, sizeof(T)},
-            {&dresidual, BT * C, sizeof(T)}, {&dbtc, BT * C, sizeof(T)},
-            {&dqkv, BT * 3 * C, sizeof(T)},  {&dfch, BT * 4 * C, sizeof(T)},
+            part(branch, BT * C),
+            part(dresidual, BT * C), part(dbtc, BT * C),
+            part(dqkv, BT * 3 * C),  part(dfch, BT * 4 * C),
         };
         scratch_block = carve(scratch, MemKind::Scratch, Arena::Device, "backward_scratch");
     }
@@ -87,36 +88,35 @@ class Activations {
     const bool offload_outputs;
     ActivationPlan plan;
 
-    // saved by forward
-    void* encoded;    // (B, T, C)
-    void* ln1;        // per layer ...
-    void* ln1_stats;
-    void* qkv;
-    void* atty;
-    void* att_lse;
-    void* residual2;
-    void* ln2;
-    void* ln2_stats;
-    void* fch;
-    void* fch_gelu;
-    void* residual3;  // (L, B, T, C): each layer's output; (2, B, T, C) with offload_outputs
-    void* residual3_host = nullptr;  // (L, B, T, C) on the host with offload_outputs
-    void* lnf;        // (B, T, C)
-    void* lnf_stats;  // (2, B, T): mean then rstd
-    void* logits;     // (B, T, Vp): logits, then dlogits in place
-    void* losses;     // (B, T) fp32
-    void* loss_sums;  // (B, T) fp32: the losses of a step's micro-steps, summed
-    void* tokens;     // (2, B, T) int: inputs then targets, on the device
+    // saved by forward (per layer: L copies, or fewer with recomputation; see layer())
+    T* encoded;          // (B, T, C)
+    T* ln1;              // (B, T, C)
+    float* ln1_stats;    // (2, B, T): mean then rstd
+    T* qkv;              // (B, T, 3C)
+    T* atty;             // (B, T, C)
+    float* att_lse;      // (B, NH, T)
+    T* residual2;        // (B, T, C)
+    T* ln2;              // (B, T, C)
+    float* ln2_stats;    // (2, B, T)
+    T* fch;              // (B, T, 4C)
+    T* fch_gelu;         // (B, T, 4C)
+    T* residual3;        // (L, B, T, C): each layer's output; (2, B, T, C) with offload_outputs
+    T* residual3_host = nullptr;  // (L, B, T, C) on the host with offload_outputs
+    T* lnf;              // (B, T, C)
+    float* lnf_stats;    // (2, B, T): mean then rstd
+    T* logits;           // (B, T, Vp): logits, then dlogits in place
+    float* losses;       // (B, T)
+    float* loss_sums;    // (B, T): the losses of a step's micro-steps, summed
+    int* tokens;         // (2, B, T): inputs then targets, on the device
     // scratch: never needed from one pass to the next
-    void* branch;     // (B, T, C) a projection's output before it joins the residual stream
-    void* dresidual;  // (B, T, C)
-    void* dbtc;       // (B, T, C)
-    void* dqkv;       // (B, T, 3C)
-    void* dfch;       // (B, T, 4C)
+    T* branch;           // (B, T, C) a projection's output before it joins the residual stream
+    T* dresidual;        // (B, T, C)
+    T* dbtc;             // (B, T, C)
+    T* dqkv;             // (B, T, 3C)
+    T* dfch;             // (B, T, 4C)
 
-    T* t(void* p) const { return (T*)p; }
-    int* inputs() const { return (int*)tokens; }
-    int* targets() const { return (int*)tokens + maxBT; }
+    int* inputs() const { return tokens; }
+    int* targets() const { return tokens + maxBT; }
 
     // Layer l's buffers for a pass over BT rows (BT <= maxBT). Copies shared by
     // all layers (recompute) are the same pointers for every l.
@@ -124,24 +124,24 @@ class Activations {
         size_t C = cfg.channels, NH = cfg.num_heads;
         size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l;
         LayerActs<T> a;
-        a.ln1 = t(ln1) + m * BT * C;
-        a.ln1_mean = (float*)ln1_stats + m * 2 * BT;
+        a.ln1 = ln1 + m * BT * C;
+        a.ln1_mean = ln1_stats + m * 2 * BT;
         a.ln1_rstd = a.ln1_mean + BT;
-        a.qkv = t(qkv) + m * BT * 3 * C;
-        a.atty = t(atty) + m * BT * C;
-        a.att_lse = (float*)att_lse + m * NH * BT;
-        a.residual2 = t(residual2) + m * BT * C;
-        a.ln2 = t(ln2) + m * BT * C;
-        a.ln2_mean = (float*)ln2_stats + m * 2 * BT;
+        a.qkv = qkv + m * BT * 3 * C;
+        a.atty = atty + m * BT * C;
+        a.att_lse = att_lse + m * NH * BT;
+        a.residual2 = residual2 + m * BT * C;
+        a.ln2 = ln2 + m * BT * C;
+        a.ln2_mean = ln2_stats + m * 2 * BT;
         a.ln2_rstd = a.ln2_mean + BT;
-        a.fch = t(fch) + m * BT * 4 * C;
-        a.fch_gelu = t(fch_gelu) + g * BT * 4 * C;
+        a.fch = fch + m * BT * 4 * C;
+        a.fch_gelu = fch_gelu + g * BT * 4 * C;
         a.residual3 = layer_output(l, BT);
         return a;
     }
 
     // the input of layer l: the embeddings, or the previous layer's output
-    T* layer_input(int l, size_t BT) const { return l == 0 ? t(encoded) : layer_output(l - 1, BT); }
+    T* layer_input(int l, size_t BT) const { return l == 0 ? encoded : layer_output(l - 1, BT); }
 
     // Offload: after layer l's forward, its output goes down to the host ...
     void save_layer_output(int l, size_t BT, Stream s) const {
@@ -161,30 +161,34 @@ class Activations {
     void set_scratch_live(bool live) { mem.set_live(scratch_block, live); }
 
   private:
+    // One buffer of a carved block: its size, and how to point its member at it.
     struct Part {
-        void** ptr;
-        size_t count;
-        size_t elem;
+        size_t bytes;
+        std::function<void(char*)> bind;
     };
+    template <typename U>
+    static Part part(U*& member, size_t count) {
+        return {count * sizeof(U), [&member](char* at) { member = reinterpret_cast<U*>(at); }};
+    }
     MemoryAccountant& mem;
     void* saved_block = nullptr;
     void* scratch_block = nullptr;
     void* host_block = nullptr;
 
     T* layer_output(int l, size_t BT) const {
-        return t(residual3) + (size_t)(offload_outputs ? l % 2 : l) * BT * cfg.channels;
+        return residual3 + (size_t)(offload_outputs ? l % 2 : l) * BT * cfg.channels;
     }
-    T* host_output(int l, size_t BT) const { return t(residual3_host) + (size_t)l * BT * cfg.channels; }
+    T* host_output(int l, size_t BT) const { return residual3_host + (size_t)l * BT * cfg.channels; }
 
     // One allocation, each part starting 256-byte aligned.
     void* carve(const std::vector<Part>& parts, MemKind kind, Arena arena, const char* name) {
         size_t total = 0;
-        for (const Part& p : parts) total += round_up(p.count * p.elem, 256);
+        for (const Part& p : parts) total += round_up(p.bytes, 256);
         char* base = (char*)mem.allocate(total, kind, arena, name, false);
         size_t off = 0;
         for (const Part& p : parts) {
-            *p.ptr = base + off;
-            off += round_up(p.count * p.elem, 256);
+            p.bind(base + off);
+            off += round_up(p.bytes, 256);
         }
         return base;
     }

@@ -80,7 +80,6 @@ struct ShardPlan {
 
     int num_units() const { return (int)units.size(); }
     size_t slice_numel(int u) const { return padded[u] / nranks; }
-    size_t padding_numel() const { return full_numel - real_numel; }
 
     // rank r's slice of unit u, in the full buffer
     size_t slice_full_offset(int u, int r) const { return full_offset[u] + (size_t)r * slice_numel(u); }
