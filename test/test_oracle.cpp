@@ -8,10 +8,15 @@
 //   10 AdamW steps         each loss within 1e-5 relative, run by the trainer binary
 //
 // usage: test_oracle <train_gpt2_zero_cpu> <dev/gpt2_reference.py>
-#define ZERO_NO_MAIN
-#include "train_gpt2_zero.cu"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "test/trainer_run.h"
+#include "zero/comm/comm_emulated.h"
+#include "zero/model/gpt2.h"
 
 int main(int argc, char** argv) {
     std::vector<std::string> args = test_args(argc, argv, "<train_gpt2_zero_cpu> <gpt2_reference.py>");
