@@ -3,6 +3,7 @@
 # a file may include its own layer and the layers listed under it, nothing above:
 #
 #   run      zero/run/      flags, options, DeepSpeed config, set-up, fit check, reports
+#   model    zero/model/    GPT-2 as call lists over the engine's hooks
 #   engine   zero/engine/   the ZeRO engine, slots, host tasks, predictor, loss scaler, checkpoints
 #   comm     zero/comm/     the Comm interface, emulated ranks, NCCL, rendezvous, launcher
 #   layout   zero/layout/   the model's shape, the flat buffer's units and shards, activations, model files
@@ -24,6 +25,7 @@ layer_of() {
     zero/layout/*) echo layout ;;
     zero/comm/*) echo comm ;;
     zero/engine/*) echo engine ;;
+    zero/model/*) echo model ;;
     zero/run/*) echo run ;;
     zero/*) echo unplaced ;;
     *) echo top ;;
@@ -38,8 +40,9 @@ allowed() {
     layout) echo "base layout" ;;
     comm) echo "base kernels comm" ;;
     engine) echo "base kernels data layout comm engine" ;;
-    run) echo "base kernels data layout comm engine run" ;;
-    *) echo "base kernels data layout comm engine run top" ;;
+    model) echo "base kernels data layout comm engine model" ;;
+    run) echo "base kernels data layout comm engine model run" ;;
+    *) echo "base kernels data layout comm engine model run top" ;;
     esac
 }
 

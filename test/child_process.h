@@ -1,11 +1,16 @@
-// For testing code that ends in fail() (which exits the process): run it in a
-// forked child and look at its exit status and stderr.
+// For testing code that ends in fail() (which exits the process), or that must
+// run as a process of its own (a rank of a multi-process rendezvous): run it in
+// a forked child and look at its exit status and stderr.
+//
+//   run_in_child(fn)                   fn in a child, waited for
+//   start_child(fn) ... wait_child(c)  children running at the same time
 #pragma once
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <functional>
 #include <string>
 
@@ -13,33 +18,59 @@
 #include "zero/base/common.h"
 
 struct ChildResult {
-    int status;       // exit status, -1 if the child did not exit normally
+    int status = -1;  // exit status, -1 if the child did not exit normally (a signal, e.g. its alarm)
     std::string err;  // what it wrote to stderr
 };
 
-inline ChildResult run_in_child(const std::function<void()>& fn) {
+// A started child: its pid and the read end of its stderr pipe.
+struct Child {
+    pid_t pid = -1;
+    int err_fd = -1;
+};
+
+// Forks a child that runs fn with its stderr into a pipe and exits with fn's
+// return value. alarm_s > 0 arms an alarm in the child, so that a hang becomes
+// a failed check (status -1) rather than a stuck suite.
+inline Child start_child(const std::function<int()>& fn, unsigned alarm_s = 0) {
     int fds[2];
     CHECK(pipe(fds) == 0, "pipe failed");
-    fflush(nullptr);
+    fflush(nullptr);  // or the child would flush the parent's buffered output again
     pid_t pid = fork();
     CHECK(pid >= 0, "fork failed");
     if (pid == 0) {
         dup2(fds[1], 2);
         close(fds[0]);
         close(fds[1]);
-        fn();
+        if (alarm_s > 0) alarm(alarm_s);
+        int code = fn();
         fflush(nullptr);
-        _exit(0);
+        _exit(code);
     }
     close(fds[1]);
-    std::string err;
-    char buf[512];
+    return {pid, fds[0]};
+}
+
+// Reads the child's stderr to its end, then reaps it.
+inline ChildResult wait_child(Child c) {
+    ChildResult r;
+    char buf[4096];
     ssize_t got;
-    while ((got = read(fds[0], buf, sizeof(buf))) > 0) err.append(buf, (size_t)got);
-    close(fds[0]);
+    while ((got = read(c.err_fd, buf, sizeof(buf))) > 0 || (got < 0 && errno == EINTR))
+        if (got > 0) r.err.append(buf, (size_t)got);
+    close(c.err_fd);
     int wstatus = 0;
-    waitpid(pid, &wstatus, 0);
-    return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, err};
+    while (waitpid(c.pid, &wstatus, 0) < 0 && errno == EINTR) {
+    }
+    r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+    return r;
+}
+
+// fn in a child that exits 0 when fn returns.
+inline ChildResult run_in_child(const std::function<void()>& fn) {
+    return wait_child(start_child([&] {
+        fn();
+        return 0;
+    }));
 }
 
 // fn must end the process with exit status 1 and exactly one stderr line, an

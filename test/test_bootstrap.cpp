@@ -9,9 +9,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "test/child_process.h"
 #include "test/test_util.h"
 #include "zero/comm/bootstrap.h"
 #include "zero/comm/launcher.h"
@@ -30,15 +29,6 @@ namespace {
 
 // ----------------------------------------------------------------------------
 // processes
-
-struct Child {
-    pid_t pid = -1;
-    int err_fd = -1;
-};
-struct ChildResult {
-    int status = -1;  // exit status; -1 if killed by a signal (e.g. the alarm below)
-    std::string err;  // its stderr
-};
 
 // Every variable a launcher or the bootstrap reads: children start without them.
 void clear_launch_env() {
@@ -50,42 +40,19 @@ void clear_launch_env() {
     for (const char* v : vars) unsetenv(v);
 }
 
-// Runs fn in a child process with stderr into a pipe; fn's return is the exit code.
-Child spawn(const std::function<int()>& fn, int alarm_s = 60) {
-    int fds[2];
-    CHECK(pipe(fds) == 0, "pipe failed");
-    fflush(nullptr);
-    pid_t pid = fork();
-    CHECK(pid >= 0, "fork failed");
-    if (pid == 0) {
-        close(fds[0]);
-        dup2(fds[1], 2);
-        close(fds[1]);
-        alarm(alarm_s);  // a hang becomes a failed check, not a stuck suite
-        clear_launch_env();
-        int code = fn();
-        fflush(nullptr);
-        _exit(code);
-    }
-    close(fds[1]);
-    return {pid, fds[0]};
+// Runs fn as a launcher would start a rank: a process of its own (stderr into a
+// pipe, fn's return its exit code) without the test's launch variables, and with
+// an alarm, so that a hang becomes a failed check rather than a stuck suite.
+Child spawn(const std::function<int()>& fn) {
+    return start_child(
+        [&] {
+            clear_launch_env();
+            return fn();
+        },
+        60);
 }
 
-ChildResult collect(Child c) {
-    ChildResult r;
-    char buf[4096];
-    ssize_t got;
-    while ((got = read(c.err_fd, buf, sizeof(buf))) > 0 || (got < 0 && errno == EINTR))
-        if (got > 0) r.err.append(buf, (size_t)got);
-    close(c.err_fd);
-    int ws = 0;
-    while (waitpid(c.pid, &ws, 0) < 0 && errno == EINTR) {
-    }
-    r.status = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-    return r;
-}
-
-ChildResult run_child(const std::function<int()>& fn) { return collect(spawn(fn)); }
+ChildResult run_child(const std::function<int()>& fn) { return wait_child(spawn(fn)); }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -157,7 +124,7 @@ std::vector<ChildResult> run_world(const std::vector<RankSpec>& specs, const Boo
     std::vector<Child> kids;
     for (const RankSpec& s : specs) kids.push_back(spawn([&] { return rank_main(s, o, expected, fn); }));
     std::vector<ChildResult> out;
-    for (Child& c : kids) out.push_back(collect(c));
+    for (Child& c : kids) out.push_back(wait_child(c));
     return out;
 }
 
@@ -381,11 +348,11 @@ void test_tcp_strays() {
         return 0;
     });
     std::vector<ChildResult> rs;
-    for (Child& c : kids) rs.push_back(collect(c));
+    for (Child& c : kids) rs.push_back(wait_child(c));
     expect_all_ok("with stray connections", rs);
-    EXPECT(collect(garbage).status == 0, "the garbage stray could not connect");
-    EXPECT(collect(silent).status == 0, "the silent stray could not connect");
-    expect_fail("another job's rank", collect(other_job), "belongs to another job (ZERO_JOB_ID=test; yours: ZERO_JOB_ID=other)");
+    EXPECT(wait_child(garbage).status == 0, "the garbage stray could not connect");
+    EXPECT(wait_child(silent).status == 0, "the silent stray could not connect");
+    expect_fail("another job's rank", wait_child(other_job), "belongs to another job (ZERO_JOB_ID=test; yours: ZERO_JOB_ID=other)");
 }
 
 // The whole path from the environment: detect_launch_env + bootstrap_options_from_env.
@@ -408,7 +375,7 @@ void test_from_env() {
             return got == std::vector<uint8_t>{3, 42} ? 0 : 2;
         }));
     std::vector<ChildResult> rs;
-    for (Child& c : kids) rs.push_back(collect(c));
+    for (Child& c : kids) rs.push_back(wait_child(c));
     expect_all_ok("rendezvous from the environment", rs);
 }
 

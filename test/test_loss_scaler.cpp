@@ -11,17 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "test/trainer_harness.h"
-#include "zero/engine/checkpoint.h"
+#include "test/trainer_run.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/run/run_setup.h"
 
 int main(int argc, char** argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <train_gpt2_zero_cpu>\n", argv[0]);
-        return 2;
-    }
-    std::string trainer = argv[1];
+    TrainerRun base(trainer_from_args(argc, argv));
 
     // --- the scaler alone: initial 2^4, window 3, hysteresis 2, floor 2
     LossScalerConfig cfg;
@@ -51,18 +46,26 @@ int main(int argc, char** argv) {
     std::string dir = "loss_scaler";
     run_command("rm -rf " + dir);
     make_dir(dir);
-    write_markov_shard(dir + "/train.bin", 512, 40000, 4);
-    std::string common = trainer + " -e L=2,H=4,C=64,V=512,T=32 -t 32 -p fp16 -v 0 -s 0 -i " + dir + "/train.bin" +
-                         " -d 256 -l 3e-3";
-    CommandResult r = run_command(common + " -z 2 --ranks 2 -b 4 -x 60 --initial_scale_power 40 -o " + dir + "/run");
-    EXPECT(r.status == 0, "fp16 run failed:\n%s", r.output.c_str());
-    std::vector<double> scales;
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 40000, 4);
+    // fp16, stage 2 on two ranks, from a loss scale of 2^40
+    base.model = TINY;
+    base.train = dir + "/train.bin";
+    base.seq_len = 32;
+    base.micro_batch = 4;
+    base.total_batch = 256;
+    base.precision = "fp16";
+    base.stage = 2;
+    base.ranks = 2;
+    base.extra = "-l 3e-3";
+    TrainerRun overflowing = base;
+    overflowing.extra += " --initial_scale_power 40";
+    overflowing.steps = 60;
+    overflowing.out = dir + "/run";
+    RunResult r = overflowing.run();
+    std::vector<double> scales;  // the scale each step used, and whether it was skipped
     std::vector<bool> skipped;
-    for (size_t pos = r.output.find("| scale "); pos != std::string::npos; pos = r.output.find("| scale ", pos + 1)) {
-        scales.push_back(atof(r.output.c_str() + pos + 8));
-        size_t eol = r.output.find('\n', pos);
-        skipped.push_back(r.output.substr(pos, eol - pos).find("(skipped)") != std::string::npos);
-    }
+    for (const StepLine& step : r.steps)
+        if (!std::isnan(step.scale)) scales.push_back(step.scale), skipped.push_back(step.skipped);
     const size_t steps = 60;
     size_t first_ok = 0;
     EXPECT(scales.size() == steps, "found %zu scale readings", scales.size());
@@ -82,19 +85,24 @@ int main(int argc, char** argv) {
         printf("fp16: %zu steps skipped from scale 2^40 down to %g; training went on from there\n", first_ok,
                first_ok < steps ? scales[first_ok] : 0.0);
     }
-    std::vector<float> params = read_model_params(checkpoint_dir(dir + "/run", (int)steps) + "/model.bin");
+    std::vector<float> params = read_model_params(r.model_at((int)steps));
     size_t bad = 0;
     for (float p : params) bad += !std::isfinite(p);
     EXPECT(!params.empty() && bad == 0, "%zu non-finite parameters after overflowing steps", bad);
-    std::vector<double> losses = read_train_losses(dir + "/run/main.log");
+    const std::vector<double>& losses = r.train_losses;
     EXPECT(losses.size() == steps && first_ok < steps && losses.back() < losses[first_ok] - 0.1,
            "fp16 training did not learn after recovering");
 
     // skipped steps do not touch the parameters: two skipped steps leave the initial model
-    run_command(common + " -z 2 --ranks 2 -b 4 -x 2 --initial_scale_power 40 -o " + dir + "/skipped");
-    run_command(common + " -z 2 --ranks 2 -b 4 -x 1 -l 0 -c 0 -o " + dir + "/initial");
-    EXPECT(files_identical(checkpoint_dir(dir + "/skipped", 2) + "/model.bin",
-                           checkpoint_dir(dir + "/initial", 1) + "/model.bin"),
-           "skipped steps changed the parameters");
+    TrainerRun two_skipped = overflowing;
+    two_skipped.steps = 2;
+    two_skipped.out = dir + "/skipped";
+    TrainerRun initial = base;  // one step that changes nothing
+    initial.extra += " -l 0 -c 0";
+    initial.steps = 1;
+    initial.out = dir + "/initial";
+    std::string after_skips = two_skipped.run().model_at(2);
+    std::string unchanged = initial.run().model_at(1);
+    EXPECT(files_identical(after_skips, unchanged), "skipped steps changed the parameters");
     return test_summary("loss_scaler");
 }

@@ -8,24 +8,26 @@
 //   10 AdamW steps         each loss within 1e-5 relative, run by the trainer binary
 //
 // usage: test_oracle <train_gpt2_zero_cpu> <dev/gpt2_reference.py>
-#define ZERO_NO_MAIN
-#include "train_gpt2_zero.cu"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
-#include "test/trainer_harness.h"
+#include "test/trainer_run.h"
+#include "zero/comm/comm_emulated.h"
+#include "zero/model/gpt2.h"
 
 int main(int argc, char** argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s <train_gpt2_zero_cpu> <gpt2_reference.py>\n", argv[0]);
-        return 2;
-    }
-    std::string trainer = argv[1], script = argv[2];
+    std::vector<std::string> args = test_args(argc, argv, "<train_gpt2_zero_cpu> <gpt2_reference.py>");
+    const std::string trainer = args[0], script = args[1];
     if (run_command("/usr/bin/python3 -c 'import torch'").status != 0) {
         fprintf(stderr, "PyTorch (Debian's python3-torch) is not installed: cannot regenerate the reference\n");
         return TEST_SKIP;
     }
     const int B = 4, T = 64, steps = 10;
     const float lr = 1e-3f, wd = 0.1f;
-    GPT2Config cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
+    GPT2Config cfg = gpt2_config_from_descriptor(TINY_T64);
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     std::string dir = "oracle";
     make_dir(dir);
@@ -130,12 +132,17 @@ int main(int argc, char** argv) {
     printf("gradients: worst tensor max |ours - torch| / max |torch| = %.3g\n", worst);
 
     // 10 AdamW steps by the trainer itself, from the same model file and batch
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd), " -e %s/model.bin -i %s/batch.bin -b %d -t %d -x %d -l %g -c %g --grad_clip 1 -v 0 -s 0 -o %s/run",
-             dir.c_str(), dir.c_str(), B, T, steps, lr, wd, dir.c_str());
-    CommandResult run = run_command(trainer + cmd);
-    EXPECT(run.status == 0, "trainer failed:\n%s", run.output.c_str());
-    std::vector<double> losses = read_train_losses(dir + "/run/main.log");
+    TrainerRun adamw(trainer);
+    adamw.model = dir + "/model.bin";
+    adamw.train = dir + "/batch.bin";
+    adamw.micro_batch = B;
+    adamw.seq_len = T;
+    adamw.steps = steps;
+    adamw.out = dir + "/run";
+    char optimizer[96];  // the reference's hyperparameters
+    snprintf(optimizer, sizeof(optimizer), "-l %g -c %g --grad_clip 1", lr, wd);
+    adamw.extra = optimizer;
+    const std::vector<double> losses = adamw.run().train_losses;
     EXPECT((int)losses.size() == steps, "%zu losses in main.log", losses.size());
     double worst_step = 0;
     for (size_t i = 0; i < losses.size() && (int)i < steps; i++) {

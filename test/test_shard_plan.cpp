@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "test/model_shapes.h"
 #include "test/test_util.h"
 #include "zero/engine/memory_predictor.h"
 #include "zero/layout/param_layout.h"
@@ -74,7 +75,7 @@ int main() {
     EXPECT_EQ(ParamLayout(gpt2_config_from_descriptor("d48")).num_parameters(), 1557686400);
 
     // the layout: units hold every tensor once; the file order is a permutation
-    for (const char* desc : {"L=2,H=4,C=64,V=512,T=64", "L=3,H=3,C=72,V=1001,T=50", "d12"}) {
+    for (const char* desc : {TINY_T64, "L=3,H=3,C=72,V=1001,T=50", "d12"}) {
         ParamLayout layout(gpt2_config_from_descriptor(desc));
         std::vector<unsigned char> seen(layout.file_numel(), 0);
         size_t in_units = 0;
@@ -99,7 +100,7 @@ int main() {
     }
 
     // plans for GPT-2 shapes at many world sizes
-    for (const char* desc : {"L=2,H=4,C=64,V=512,T=64", "L=3,H=3,C=72,V=1001,T=50", "d12"}) {
+    for (const char* desc : {TINY_T64, "L=3,H=3,C=72,V=1001,T=50", "d12"}) {
         ParamLayout layout(gpt2_config_from_descriptor(desc));
         for (int N : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 64, 100}) {
             ShardPlan plan(layout.unit_specs(), N, SHARD_ALIGN);
@@ -129,7 +130,7 @@ int main() {
     }
 
     // the world-size guard names the unit
-    ShardPlan too_many(ParamLayout(gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64")).unit_specs(), 200,
+    ShardPlan too_many(ParamLayout(gpt2_config_from_descriptor(TINY_T64)).unit_specs(), 200,
                        SHARD_ALIGN);
     EXPECT(too_many.validate().find("final_layernorm") != std::string::npos, "message: %s",
            too_many.validate().c_str());

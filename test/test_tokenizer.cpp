@@ -386,11 +386,8 @@ void test_unicode_tables_fresh(const std::string& repo) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: test_tokenizer REPO_ROOT ENCODER_DIR MOBY_DICK_TXT\n");
-        return 2;
-    }
-    const std::string repo = argv[1], encoder_dir = argv[2], moby = argv[3];
+    std::vector<std::string> args = test_args(argc, argv, "<repo root> <encoder dir> <moby dick txt>");
+    const std::string repo = args[0], encoder_dir = args[1], moby = args[2];
 
     test_json_reader();
     test_byte_alphabet();

@@ -3,11 +3,14 @@
 // SKIP_RETURN_CODE) when what it needs is not present.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 // atomic: checks may run on emulated-rank threads
 static std::atomic<int> g_test_failures{0};
@@ -36,3 +39,16 @@ inline int test_summary(const char* name) {
 }
 
 constexpr int TEST_SKIP = 77;
+
+// The arguments a test program was started with, as many as `usage` names in
+// angle brackets ("<train_gpt2_zero_cpu> <gpt2_reference.py>"). With fewer, it
+// prints the usage line and exits with status 2: CTest passes them, a person
+// running the binary by hand learns what it wants.
+inline std::vector<std::string> test_args(int argc, char** argv, const char* usage) {
+    int wanted = (int)std::count(usage, usage + strlen(usage), '<');
+    if (argc - 1 < wanted) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        exit(2);
+    }
+    return std::vector<std::string>(argv + 1, argv + 1 + wanted);
+}

@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <string>
 
-#include "test/trainer_harness.h"
+#include "test/trainer_run.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
@@ -29,16 +29,20 @@ struct Case {
 };
 
 int main(int argc, char** argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <train_gpt2_zero_cpu>\n", argv[0]);
-        return 2;
-    }
-    std::string trainer = argv[1];
+    TrainerRun base(trainer_from_args(argc, argv));
     std::string dir = "zero_memory";
     make_dir(dir);
-    write_markov_shard(dir + "/train.bin", 512, 20000, 3);
-    const char* shape = "L=2,H=4,C=64,V=512,T=32";
-    ParamLayout layout(gpt2_config_from_descriptor(shape));
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
+    ParamLayout layout(gpt2_config_from_descriptor(TINY));
+    // every case: two steps of B=2 sequences of 32 per micro-step, reports on
+    const int B = 2, T = 32;
+    base.model = TINY;
+    base.train = dir + "/train.bin";
+    base.out = dir + "/run";
+    base.micro_batch = B;
+    base.seq_len = T;
+    base.steps = 2;
+    base.mem_report = true;
 
     std::vector<Case> cases;
     for (const char* p : {"fp32", "bf16", "fp16"})
@@ -67,18 +71,17 @@ int main(int argc, char** argv) {
         snprintf(name, sizeof(name), "z%d n%d a%d r%d %s%s%s%s", c.stage, c.ranks, c.micro_steps, c.recompute,
                  c.precision, c.offload_optimizer ? " off-opt" : "", c.offload_param ? " off-param" : "",
                  c.offload_activations ? " off-act" : "");
-        std::string out = dir + "/run";
-        run_command("rm -rf " + out);
-        const int B = 2, T = 32;
-        std::string cmd = trainer + " -e " + shape + " -t 32 -b 2 -x 2 -v 0 -s 0 -i " + dir + "/train.bin" +
-                          " --mem_report 1 -o " + out + " -z " + std::to_string(c.stage) + " --ranks " +
-                          std::to_string(c.ranks) + " -r " + std::to_string(c.recompute) + " -p " + c.precision +
-                          " -d " + std::to_string(B * T * c.ranks * c.micro_steps) +
-                          (c.offload_optimizer ? " --offload_optimizer cpu" : "") +
-                          (c.offload_param ? " --offload_param cpu" : "") +
-                          (c.offload_activations ? " --offload_activations 1" : "");
-        CommandResult r = run_command(cmd);
-        EXPECT(r.status == 0, "%s failed:\n%s", cmd.c_str(), r.output.c_str());
+        TrainerRun run = base;
+        run.stage = c.stage;
+        run.ranks = c.ranks;
+        run.total_batch = B * T * c.ranks * c.micro_steps;
+        run.recompute = c.recompute;
+        run.precision = c.precision;
+        run.offload_optimizer = c.offload_optimizer;
+        run.offload_param = c.offload_param;
+        run.offload_activations = c.offload_activations;
+        run_command("rm -rf " + run.out);  // the reports' CSVs append
+        RunResult r = run.run();
         if (r.status != 0) continue;
 
         ShardPlan plan(layout.unit_specs(), c.ranks, SHARD_ALIGN);
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
 
         double worst_pred = 0, got[3] = {0, 0, 0}, got_comm = 0;
         for (int rank = 0; rank < c.ranks; rank++) {
-            CsvRows mem = read_csv(out + "/mem_report_rank" + std::to_string(rank) + ".csv");
-            CsvRows comm = read_csv(out + "/comm_report_rank" + std::to_string(rank) + ".csv");
+            CsvRows mem = r.mem_report(rank);
+            CsvRows comm = r.comm_report(rank);
             size_t arenas = oo || c.offload_activations ? 2 : 1;
             EXPECT(mem.rows.size() == 6 * arenas && comm.rows.size() == 2 * 5, "%s rank %d: %zu memory and %zu comm rows",
                    name, rank, mem.rows.size(), comm.rows.size());

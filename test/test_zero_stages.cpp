@@ -19,24 +19,25 @@
 #include <map>
 #include <string>
 
-#include "test/trainer_harness.h"
-#include "zero/engine/checkpoint.h"
+#include "test/trainer_run.h"
 
 int main(int argc, char** argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s <train_gpt2_zero_cpu>\n", argv[0]);
-        return 2;
-    }
-    std::string trainer = argv[1];
+    TrainerRun base(trainer_from_args(argc, argv));
     std::string dir = "zero_stages";
     make_dir(dir);
-    write_markov_shard(dir + "/train.bin", 512, 40000, 1);
-    write_markov_shard(dir + "/val.bin", 512, 8000, 2);
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 40000, 1);
+    write_markov_shard(dir + "/val.bin", TINY_VOCAB, 8000, 2);
 
+    // every run: the same model, data, schedule and global batch of 24 sequences
     const int global_seqs = 24, T = 32, steps = 10;
-    std::string common = " -e L=2,H=4,C=64,V=512,T=32 -t 32 -l 3e-3 -u 3 -q 0.1 -c 0.1 -v 0 -s 0 --seed 7 -i " + dir +
-                         "/train.bin -j " + dir + "/val.bin -x " + std::to_string(steps) + " -n " +
-                         std::to_string(steps) + " -d " + std::to_string(global_seqs * T);
+    base.model = TINY;
+    base.train = dir + "/train.bin";
+    base.val = dir + "/val.bin";
+    base.seq_len = T;
+    base.total_batch = global_seqs * T;
+    base.steps = steps;
+    base.checkpoint_every = steps;
+    base.extra = "-l 3e-3 -u 3 -q 0.1 -c 0.1 --seed 7";
 
     struct Run {
         std::vector<double> losses;
@@ -46,21 +47,24 @@ int main(int argc, char** argv) {
     std::map<std::string, Run> runs;
     auto key = [](int z, int n, int a) { return "z" + std::to_string(z) + "n" + std::to_string(n) + "a" + std::to_string(a); };
 
+    // stage z on n ranks with a micro-steps per step
     for (int a : {1, 2})
         for (int n = 1; n <= 4; n++)
             for (int z = 0; z <= 3; z++) {
-                std::string k = key(z, n, a), out = dir + "/" + k;
-                int b = global_seqs / (n * a);
-                std::string cmd = trainer + common + " -z " + std::to_string(z) + " --ranks " + std::to_string(n) +
-                                  " -b " + std::to_string(b) + " -o " + out;
-                CommandResult r = run_command(cmd);
-                EXPECT(r.status == 0, "%s failed:\n%s", cmd.c_str(), r.output.c_str());
-                Run run;
-                run.losses = read_train_losses(out + "/main.log");
-                run.model_path = checkpoint_dir(out, steps) + "/model.bin";
-                run.params = read_model_params(run.model_path);
-                EXPECT((int)run.losses.size() == steps, "%s: %zu losses in main.log", k.c_str(), run.losses.size());
-                runs[k] = run;
+                std::string k = key(z, n, a);
+                TrainerRun run = base;
+                run.stage = z;
+                run.ranks = n;
+                run.micro_batch = global_seqs / (n * a);
+                run.out = dir + "/" + k;
+                RunResult r = run.run();
+                Run result;
+                result.losses = r.train_losses;
+                result.model_path = r.model_at(steps);
+                result.params = read_model_params(result.model_path);
+                EXPECT((int)result.losses.size() == steps, "%s: %zu losses in main.log", k.c_str(),
+                       result.losses.size());
+                runs[k] = result;
             }
 
     const Run& ref = runs[key(0, 1, 1)];

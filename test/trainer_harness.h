@@ -1,5 +1,6 @@
 // Helpers for tests that drive the real trainer binary: synthetic token shards,
-// running a command, reading main.log losses and model files, comparing runs.
+// running a command, reading main.log losses, model files and CSV reports,
+// comparing runs. (test/trainer_run.h describes and runs one trainer run.)
 #pragma once
 
 #include <sys/wait.h>
@@ -45,19 +46,20 @@ inline CommandResult run_command(const std::string& cmd) {
     return r;
 }
 
-// the "s:<step> trl:<loss>" lines of a main.log, in order
-inline std::vector<double> read_train_losses(const std::string& main_log) {
-    std::vector<double> losses;
+// The values of a main.log's "s:<step> <tag>:<value>" lines, in order: tag "trl"
+// for the training losses, "tel" for the validation losses.
+inline std::vector<double> read_main_log(const std::string& main_log, const std::string& tag) {
+    std::vector<double> values;
     FILE* f = fopen(main_log.c_str(), "r");
-    if (!f) return losses;
-    char line[256];
+    if (!f) return values;
+    char line[256], got[16];
     while (fgets(line, sizeof(line), f)) {
         int step;
-        double loss;
-        if (sscanf(line, "s:%d trl:%lf", &step, &loss) == 2) losses.push_back(loss);
+        double value;
+        if (sscanf(line, "s:%d %15[a-z]:%lf", &step, got, &value) == 3 && tag == got) values.push_back(value);
     }
     fclose(f);
-    return losses;
+    return values;
 }
 
 // every parameter of an llm.c model file, widened to fp32, in file order

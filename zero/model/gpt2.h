@@ -1,0 +1,238 @@
+// The model: GPT-2 forward and backward over the units of the flat buffer, as
+// explicit call lists with the shapes in comments. Every parameter pointer
+// comes from the ZeRO engine's hooks, which gather (stage 3), hand out gradient
+// buffers and launch the stage's collectives: zero.acquire_params(u) /
+// release_params(u) around each unit's forward and backward, acquire_grads(u)
+// and grads_done(u) in backward. Stage 3 gathers a layer at the
+// acquire_params(u) of forward()'s and backward()'s layer loops
+// (ZeroEngine::acquire_params -> gather_params, zero/engine/zero_engine.h).
+// The training loop that drives the model is train_rank() in train_gpt2_zero.cu.
+#pragma once
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "zero/base/backend.h"
+#include "zero/base/memory.h"
+#include "zero/engine/zero_engine.h"
+#include "zero/layout/activations.h"
+#include "zero/layout/param_layout.h"
+
+template <typename T>
+struct GPT2 {
+    const GPT2Config cfg;
+    const ParamLayout& layout;
+    ZeroEngine<T>& zero;
+    KernelCtx ctx;
+    Activations<T> acts;
+    // the current pass
+    int B = 0, T_ = 0;
+    const int* inputs_host = nullptr;  // the encoder backward buckets tokens on the host
+    const T* head_params = nullptr;    // unit 0 held from the LM head's forward to its backward
+
+    // Tokens go up through pinned host memory: a copy from the loader's pageable
+    // buffer would be staged by the driver on the host's time. Two slots, so that
+    // one batch's copy may still be in flight while the next is staged; a slot is
+    // reused only after its event says the copy has landed. (B*T inputs, then
+    // B*T targets; outside the accountant, like the loader's own buffers.)
+    struct TokenSlot {
+        int* host = nullptr;
+        Event copied{};
+        bool used = false;
+    };
+    TokenSlot token_slots[2];
+    int next_token_slot = 0;
+
+    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem)
+        : cfg(z.layout.cfg),
+          layout(z.layout),
+          zero(z),
+          ctx(z.ctx),
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem) {
+        for (TokenSlot& t : token_slots) {
+            t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
+            t.copied = event_create();
+        }
+    }
+    ~GPT2() {
+        for (TokenSlot& t : token_slots) {
+            event_sync(t.copied);
+            event_destroy(t.copied);
+            host_free(t.host);
+        }
+    }
+    GPT2(const GPT2&) = delete;
+    GPT2& operator=(const GPT2&) = delete;
+
+    // (B, T) inputs and targets up to the device, on the compute stream.
+    void upload_tokens(const int* inputs, const int* targets) {
+        TokenSlot& t = token_slots[next_token_slot];
+        next_token_slot ^= 1;
+        if (t.used) event_sync(t.copied);  // its previous batch has reached the device
+        memcpy(t.host, inputs, BT() * sizeof(int));
+        device_copy(acts.inputs(), t.host, BT() * sizeof(int), ctx.stream);
+        if (targets) {
+            memcpy(t.host + acts.maxBT, targets, BT() * sizeof(int));
+            device_copy(acts.targets(), t.host + acts.maxBT, BT() * sizeof(int), ctx.stream);
+        }
+        event_record(t.copied, ctx.stream);
+        t.used = true;
+    }
+
+    size_t BT() const { return (size_t)B * T_; }
+
+    // One transformer block: x (B,T,C) -> residual3 (B,T,C).
+    void layer_forward(int l, const LayerTensors<const T>& p) {
+        int C = cfg.channels, NH = cfg.num_heads;
+        LayerActs<T> a = acts.layer(l, BT());
+        const T* x = acts.layer_input(l, BT());
+        T* branch = acts.branch;
+        layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, BT(), C);
+        matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * C, (T*)nullptr);          // (B,T,3C)
+        attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, C, NH);                          // (B,T,C)
+        matmul_forward(ctx, branch, a.atty, p.attprojw, p.attprojb, BT(), C, C, (T*)nullptr);    // (B,T,C)
+        residual_layernorm_forward(ctx, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, branch, p.ln2w, p.ln2b,
+                                   BT(), C);
+        matmul_forward(ctx, a.fch_gelu, a.ln2, p.fcw, p.fcb, BT(), C, 4 * C, a.fch);            // (B,T,4C), GELU fused
+        matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, p.fcprojb, BT(), 4 * C, C, (T*)nullptr);  // (B,T,C)
+        residual_forward(ctx, a.residual3, a.residual2, branch, BT() * C);
+    }
+
+    // Backward of one block. acts.dresidual holds dL/d(residual3) on entry and
+    // dL/d(x) on exit; g receives the block's parameter gradients (accumulated).
+    void layer_backward(int l, const LayerTensors<const T>& p, const LayerTensors<T>& g) {
+        int C = cfg.channels, NH = cfg.num_heads;
+        LayerActs<T> a = acts.layer(l, BT());
+        const T* x = acts.layer_input(l, BT());
+        T* dres = acts.dresidual;
+        T* dbtc = acts.dbtc;
+        T* dqkv = acts.dqkv;
+        T* dfch = acts.dfch;
+        if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * C);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * C, C, a.fch);
+        matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * C, (const T*)nullptr);
+        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dbtc, a.residual2, p.ln2w, a.ln2_mean, a.ln2_rstd, BT(), C);
+        // residual2 = x + attproj(attention(qkv(ln1)))
+        matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), C, C, (const T*)nullptr);
+        attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, C, NH);
+        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * C, (const T*)nullptr);
+        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dbtc, x, p.ln1w, a.ln1_mean, a.ln1_rstd, BT(), C);
+    }
+
+    // Forward over a (B, T) batch of tokens on the host. With targets, the
+    // per-token losses are computed (acts.losses); with dloss != 0 (training)
+    // the loss gradient replaces the logits and unit 0 stays held for backward.
+    // Nothing is read back: the host does not wait for the device here.
+    void forward(const int* inputs, const int* targets, int batch, int seq_len, float dloss) {
+        B = batch, T_ = seq_len, inputs_host = inputs;
+        bool training = dloss != 0.0f;
+        int C = cfg.channels, L = cfg.num_layers;
+        CHECK(BT() <= acts.maxBT && T_ <= cfg.max_seq_len, "internal: batch larger than the activations");
+        upload_tokens(inputs, targets);
+        acts.set_saved_live(true);
+        zero.begin_pass(training);
+
+        EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
+        encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
+        zero.release_params(layout.embed_unit());
+
+        for (int l = 0; l < L; l++) {
+            int u = layout.layer_unit(l);
+            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
+            acts.save_layer_output(l, BT(), ctx.stream);
+            zero.release_params(u);
+        }
+
+        float* lnf_mean = acts.lnf_stats;
+        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
+        layernorm_forward(ctx, acts.lnf, lnf_mean, lnf_mean + BT(), acts.layer(L - 1, BT()).residual3,
+                          fin.lnfw, fin.lnfb, BT(), C);
+        zero.release_params(layout.final_unit());
+
+        // the LM head shares wte with the embeddings: unit 0 is gathered again
+        head_params = zero.acquire_params(layout.embed_unit());
+        EmbedTensors<const T> head = embed_tensors(layout, head_params);
+        matmul_forward(ctx, acts.logits, acts.lnf, head.wte, (const T*)nullptr, BT(), C,
+                       cfg.padded_vocab_size, (T*)nullptr);  // (B,T,Vp)
+        if (targets)
+            fused_classifier(ctx, acts.logits, (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
+                             cfg.padded_vocab_size, dloss);
+        if (!training) {
+            zero.release_params(layout.embed_unit());
+            zero.end_pass();
+            acts.set_saved_live(false);
+        }
+    }
+
+    // The per-token losses of the last forward, added into acts.loss_sums (the
+    // running sum of a step's micro-steps), on the device.
+    void add_losses(bool first) {
+        accumulate(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first);
+    }
+    // The sum of acts.loss_sums (or of the last forward's losses), read back.
+    double read_loss_sum(bool accumulated) {
+        std::vector<float> losses(BT());
+        zero.copy_to_host(losses.data(), accumulated ? acts.loss_sums : acts.losses, BT() * sizeof(float));
+        double sum = 0.0;
+        for (float x : losses) sum += x;
+        return sum;
+    }
+
+    // Backward of the last training forward. Gradients accumulate into the
+    // buffers the engine hands out; grads_done() starts each unit's collective.
+    void backward(int micro_step) {
+        int C = cfg.channels, L = cfg.num_layers;
+        acts.set_scratch_live(true);
+        T* dres = acts.dresidual;
+        T* dbtc = acts.dbtc;
+
+        // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
+        EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
+        EmbedTensors<const T> head = embed_tensors(layout, head_params);
+        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C,
+                        cfg.padded_vocab_size, (const T*)nullptr);
+        zero.release_params(layout.embed_unit());
+
+        // final layernorm
+        int uf = layout.final_unit();
+        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
+        FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
+        float* lnf_mean = acts.lnf_stats;
+        device_zero(dres, BT() * C * sizeof(T), ctx.stream);
+        layernorm_backward(ctx, dres, gfin.lnfw, gfin.lnfb, dbtc, acts.layer(L - 1, BT()).residual3, fin.lnfw,
+                           lnf_mean, lnf_mean + BT(), BT(), C);
+        zero.release_params(uf);
+        zero.grads_done(uf, micro_step);
+
+        for (int l = L - 1; l >= 0; l--) {
+            int u = layout.layer_unit(l);
+            LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
+            LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
+            if (acts.recompute == 2) {  // rebuild this block's activations from its input
+                acts.load_layer_input(l, BT(), ctx.stream);
+                layer_forward(l, p);
+            }
+            layer_backward(l, p, g);
+            zero.release_params(u);
+            zero.grads_done(u, micro_step);
+        }
+
+        // embeddings: needs no parameters, only the tokens
+        encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
+        zero.grads_done(layout.embed_unit(), micro_step);
+        acts.set_saved_live(false);
+        acts.set_scratch_live(false);
+    }
+
+    // Logits of position t of row 0 of the last forward, as fp32 on the host.
+    std::vector<float> logits_at(int t) {
+        std::vector<T> row(cfg.vocab_size);
+        zero.copy_to_host(row.data(), acts.logits + (size_t)t * cfg.padded_vocab_size,
+                          cfg.vocab_size * sizeof(T));
+        std::vector<float> out(cfg.vocab_size);
+        for (int v = 0; v < cfg.vocab_size; v++) out[v] = to_float(row[v]);
+        return out;
+    }
+};
