@@ -97,6 +97,8 @@ void append_utf8(std::string& out, uint32_t cp) {
     }
 }
 
+// The recursive-descent parser behind parse_json. At namespace scope, not in an
+// anonymous namespace: JsonValue names ::JsonParser as the friend that fills it in.
 class JsonParser {
   public:
     JsonParser(const std::string& text, const std::string& source) : s(text), src(source) {}

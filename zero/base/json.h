@@ -70,7 +70,7 @@ class JsonValue {
     int column() const { return column_; }
 
   private:
-    friend class JsonParser;
+    friend class JsonParser;  // the parser in zero/base/json.cpp
     void require(Type t) const;
 
     Type type_ = Type::Null;
