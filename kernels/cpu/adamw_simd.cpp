@@ -110,8 +110,9 @@ void range_scalar(float* w, float* m, float* v, const Tg* g, Tp* p, size_t n, co
 
 // ---------------------------------------------------------------------------
 // The ISA traits. F: W floats; I: W 32-bit integers; H: W 16-bit values
-// (packed); compares give a lane mask that select(mask, yes, no) takes. Every
-// access names its lanes: all() (whole vectors), or with AVX-512 a tail mask.
+// (packed); compares give a lane mask, which select(mask, yes, no) and
+// or_where(mask, x, y) (x | y in the mask's lanes) take. Every access names its
+// lanes: all() (whole vectors), or with AVX-512 a tail mask.
 
 // AVX2 + FMA + F16C: 8 lanes; a tail shorter than a vector takes the scalar path.
 struct Avx2 {
@@ -159,6 +160,7 @@ struct Avx2 {
     ZA_AVX2_INL F is_nan(F x) { return _mm256_cmp_ps(x, x, _CMP_UNORD_Q); }
     ZA_AVX2_INL I select(I mask, I yes, I no) { return _mm256_blendv_epi8(no, yes, mask); }
     ZA_AVX2_INL F select(F mask, F yes, F no) { return _mm256_blendv_ps(no, yes, mask); }
+    ZA_AVX2_INL I or_where(I mask, I x, I y) { return _mm256_or_si256(x, _mm256_and_si256(mask, y)); }
 
     ZA_AVX2_INL I widen16(H h) { return _mm256_cvtepu16_epi32(h); }
     // 32-bit lanes holding values <= 0xffff, packed; packus interleaves the
@@ -222,6 +224,7 @@ struct Avx512 {
     ZA_AVX512_INL __mmask16 is_nan(F x) { return _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q); }
     ZA_AVX512_INL I select(__mmask16 k, I yes, I no) { return _mm512_mask_blend_epi32(k, no, yes); }
     ZA_AVX512_INL F select(__mmask16 k, F yes, F no) { return _mm512_mask_blend_ps(k, no, yes); }
+    ZA_AVX512_INL I or_where(__mmask16 k, I x, I y) { return _mm512_mask_or_epi32(x, k, x, y); }
 
     ZA_AVX512_INL I widen16(H h) { return _mm512_cvtepu16_epi32(h); }
     ZA_AVX512_INL H narrow16(I x) { return _mm512_cvtepi32_epi16(x); }  // values <= 0xffff
