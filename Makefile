@@ -34,11 +34,19 @@ CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unk
 # includes it. The CUDA trainer: the model, loop and host code in one unit, and
 # each kernel family in its own (kernels/instances/: explicit instantiations of
 # the launchers that kernels/cuda_instances.h lists and kernels/kernels.h only
-# declares). The CPU trainer is the same sources through g++.
+# declares). The CPU trainer is the same sources through g++. Both link the
+# host units below.
 CUDA_UNITS := train_gpt2_zero.cu $(sort $(wildcard kernels/instances/*.cu))
 CUDA_OBJS := $(patsubst %.cu,build/cuda/%.o,$(CUDA_UNITS))
 CPU_UNITS := train_gpt2_zero.cu
 CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
+# Host units: plain C++ that both trainers link (the JSON parser, the
+# rendezvous, the CPU GEMM, the SIMD AdamW of optimizer offload), compiled once
+# by $(CXX). None of them reads ZERO_CPU or ZERO_CUDA (they include no backend
+# code), so one object serves both builds. test/CMakeLists.txt lists them too.
+HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp kernels/cpu/adamw_simd.cpp
+HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
+HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS))
 
 .PHONY: all cpu train test clean deps test-deps print-cuda-flags
 all: train_gpt2_zero
@@ -51,14 +59,18 @@ build/cpu/%.o: %.cu
 	@mkdir -p $(@D)
 	$(CXX) $(CPU_FLAGS) -MMD -MP -x c++ -c $< -o $@
 
-train_gpt2_zero: $(CUDA_OBJS)
+build/host/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(CXX) $(HOST_FLAGS) -MMD -MP -c $< -o $@
+
+train_gpt2_zero: $(CUDA_OBJS) $(HOST_OBJS)
 	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
-	$(NVCC) $(NVCC_FLAGS) -o $@ $(CUDA_OBJS) $(NVCC_LIBS)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $(CUDA_OBJS) $(HOST_OBJS) $(NVCC_LIBS)
 
-train_gpt2_zero_cpu: $(CPU_OBJS)
-	$(CXX) $(CPU_FLAGS) -o $@ $(CPU_OBJS) -lpthread
+train_gpt2_zero_cpu: $(CPU_OBJS) $(HOST_OBJS)
+	$(CXX) $(CPU_FLAGS) -o $@ $(CPU_OBJS) $(HOST_OBJS) -lpthread
 
--include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d)
+-include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d)
 
 cpu: train_gpt2_zero_cpu
 

@@ -13,6 +13,8 @@
 DATA_CXX ?= g++
 DATA_CXXFLAGS ?= -std=c++17 -O2 -march=native
 DATA_HEADERS := data/bpe.h data/tokenizer.h data/dataloader.h data/unicode_tables.h zero/base/common.h zero/base/json.h
+# the tool and the host unit its tokenizer needs (bpe.h reads encoder.json with zero/base/json.h)
+DATA_SOURCES := data/prepare_data.cpp zero/base/json.cpp
 DATA_OUTPUTS := data/mobydick/mobydick_train.bin data/mobydick/mobydick_val.bin \
                 data/mobydick/unigram_entropy.txt data/gpt2_tokenizer.bin
 
@@ -26,9 +28,9 @@ data-fetch:
 data-clean:
 	rm -rf data/mobydick data/gpt2_tokenizer.bin build/prepare_data
 
-build/prepare_data: data/prepare_data.cpp $(DATA_HEADERS)
+build/prepare_data: $(DATA_SOURCES) $(DATA_HEADERS)
 	@mkdir -p build
-	$(DATA_CXX) $(DATA_CXXFLAGS) -I. -o $@ data/prepare_data.cpp
+	$(DATA_CXX) $(DATA_CXXFLAGS) -I. -o $@ $(DATA_SOURCES)
 
 # One run of prepare_data writes all four outputs. A pattern rule with several
 # targets is how GNU make (any version) knows that a single recipe run makes

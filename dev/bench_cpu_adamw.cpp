@@ -1,7 +1,7 @@
 // Benchmark of the CPU AdamW of optimizer offload (kernels/cpu/adamw_simd.h) against
 // this machine's memory roofline, measured in the same run.
 //
-// build: g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp -o build/bench_cpu_adamw -lpthread
+// build: g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp kernels/cpu/adamw_simd.cpp -o build/bench_cpu_adamw -lpthread
 // run:   build/bench_cpu_adamw [-n params (64M)] [-c copy MiB per buffer (512)] [-r reps (5)]
 //                              [-t max threads (all)] [-i auto|all|avx512|avx2|scalar]
 //
@@ -22,6 +22,19 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
+// the streaming copy of the roofline (x86 only, AVX2 chosen at run time)
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define BENCH_X86 1
+#include <immintrin.h>
+#else
+#define BENCH_X86 0
+#endif
 
 #include "kernels/cpu/adamw_simd.h"
 
@@ -58,7 +71,7 @@ template <typename F> double timed_parallel(int t, const std::vector<int>& cpus,
     return *std::max_element(end.begin(), end.end()) - t0;
 }
 
-#if ZERO_CPU_ADAMW_X86
+#if BENCH_X86
 __attribute__((target("avx2"))) void copy_stream_avx2(char* dst, const char* src, size_t bytes) {
     // dst and src 64-byte aligned, bytes a multiple of 128
     for (size_t i = 0; i < bytes; i += 128) {
@@ -103,7 +116,7 @@ CopyResult copy_bandwidth(char* dst, const char* src, size_t bytes, int t, const
     for (int rep = 0; rep < reps; rep++) {
         double s = timed_parallel(t, cpus, [&](int i) { memcpy(dst + chunk * i, src + chunk * i, chunk); });
         r.memcpy_gbs = std::max(r.memcpy_gbs, 2.0 * chunk * t / s / 1e9);
-#if ZERO_CPU_ADAMW_X86
+#if BENCH_X86
         if (CpuAdamW::isa_supported(CpuIsa::AVX2)) {
             s = timed_parallel(t, cpus, [&](int i) { copy_stream_avx2(dst + chunk * i, src + chunk * i, chunk); });
             r.stream_gbs = std::max(r.stream_gbs, 2.0 * chunk * t / s / 1e9);

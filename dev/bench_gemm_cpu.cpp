@@ -1,4 +1,4 @@
-// g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_gemm_cpu.cpp -o build/bench_gemm_cpu
+// g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_gemm_cpu.cpp kernels/cpu/gemm.cpp -o build/bench_gemm_cpu
 //
 // Benchmark of kernels/cpu/gemm.h on the transformer's GEMM shapes (GPT-2 small,
 // B*T = 1024), fp32 and bf16, with 1 and 2 OpenMP threads, plus a naive triple
@@ -20,6 +20,12 @@
 
 #include "kernels/cpu/gemm.h"
 
+// The FMA peak below needs AVX2/FMA in this file's own flags.
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define BENCH_AVX2 1
+#endif
+
 namespace {
 
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -27,7 +33,7 @@ double now() { return std::chrono::duration<double>(std::chrono::steady_clock::n
 // Peak fp32 FMA throughput of one core: independent FMA chains, no memory traffic.
 // Runs on every thread of the team at once, so with 2 threads it is the 2-core peak.
 double measure_peak_gflops(int nthreads) {
-#ifdef GEMM_CPU_AVX2
+#ifdef BENCH_AVX2
     const long iters = 50'000'000;
     double best = 0;
     for (int rep = 0; rep < 3; ++rep) {

@@ -195,7 +195,8 @@ offload)
     done
     section "CPU AdamW on this machine's cores"
     mkdir -p build
-    g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp -o build/bench_cpu_adamw -lpthread &&
+    g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp kernels/cpu/adamw_simd.cpp \
+        -o build/bench_cpu_adamw -lpthread &&
         timeout 120 build/bench_cpu_adamw >"$OUT/cpu_adamw.log" 2>&1
     tail -n 12 "$OUT/cpu_adamw.log"
     grep -E "params/s" "$OUT/cpu_adamw.log" | tail -n 4 | while read -r line; do row "cpu adamw" "$line"; done

@@ -307,47 +307,10 @@ void check_pair(Pools& pools, const std::vector<size_t>& lengths, const std::vec
 // ---------------------------------------------------------------------------
 // Building blocks on their own
 
-#if ZERO_CPU_ADAMW_X86
-__attribute__((target("avx2,fma,f16c"))) void f16_avx2(const float* x, uint16_t* out, size_t n) {
-    for (size_t i = 0; i + 8 <= n; i += 8)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), cpu_adamw_detail::avx2_to_f16(_mm256_loadu_ps(x + i)));
-}
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void f16_avx512(const float* x, uint16_t* out,
-                                                                                    size_t n) {
-    for (size_t i = 0; i + 16 <= n; i += 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), cpu_adamw_detail::avx512_to_f16(_mm512_loadu_ps(x + i)));
-}
-__attribute__((target("avx2,fma,f16c"))) void bf16_avx2(const float* x, const uint32_t* rnd, uint16_t* out, size_t n) {
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-        __m256i r = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rnd + i));
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                         cpu_adamw_detail::avx2_pack16(cpu_adamw_detail::avx2_bf16_stochastic(_mm256_loadu_ps(x + i), r)));
-    }
-}
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void bf16_avx512(const float* x, const uint32_t* rnd,
-                                                                                     uint16_t* out, size_t n) {
-    for (size_t i = 0; i + 16 <= n; i += 16) {
-        __m512i r = _mm512_loadu_si512(rnd + i);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
-                            cpu_adamw_detail::avx512_bf16_stochastic(_mm512_loadu_ps(x + i), r));
-    }
-}
-__attribute__((target("avx2,fma,f16c"))) void bits_avx2(uint64_t seed, uint64_t idx, uint32_t* out) {
-    cpu_adamw_detail::Avx2Rng r{seed, (uint32_t)(idx >> 32),
-                                _mm256_set1_epi32((int)cpu_adamw_detail::rounding_key(seed, (uint32_t)(idx >> 32)))};
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), cpu_adamw_detail::avx2_rounding_bits(r, idx));
-}
-__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))) void bits_avx512(uint64_t seed, uint64_t idx,
-                                                                                     uint32_t* out) {
-    cpu_adamw_detail::Avx512Rng r{seed, (uint32_t)(idx >> 32),
-                                  _mm512_set1_epi32((int)cpu_adamw_detail::rounding_key(seed, (uint32_t)(idx >> 32)))};
-    _mm512_storeu_si512(out, cpu_adamw_detail::avx512_rounding_bits(r, idx));
-}
-
 // fp16: every float whose exponent field is in the delicate ranges, both signs;
 // for the other exponents, every top-10-bit mantissa with edge patterns below.
 void check_f16_conversion(CpuIsa isa) {
-    auto conv = isa == CpuIsa::AVX512 ? f16_avx512 : f16_avx2;
+    auto conv = [isa](const float* x, uint16_t* out, size_t n) { cpu_adamw_detail::vector_to_f16(isa, x, out, n); };
     const size_t B = 1 << 16;
     std::vector<float> x(B);
     std::vector<uint16_t> got(B);
@@ -388,7 +351,9 @@ void check_f16_conversion(CpuIsa isa) {
 }
 
 void check_bf16_rounding(CpuIsa isa) {
-    auto conv = isa == CpuIsa::AVX512 ? bf16_avx512 : bf16_avx2;
+    auto conv = [isa](const float* x, const uint32_t* rnd, uint16_t* out, size_t n) {
+        cpu_adamw_detail::vector_bf16_stochastic(isa, x, rnd, out, n);
+    };
     const size_t N = 1 << 20;
     Gen g(99);
     std::vector<float> x(N);
@@ -430,13 +395,11 @@ void check_rounding_bits(CpuIsa isa) {
         for (uint64_t base : bases)
             for (uint64_t idx = base; idx < base + 64; idx++) {
                 uint32_t out[16];
-                if (W == 16) bits_avx512(seed, idx, out);
-                else bits_avx2(seed, idx, out);
+                cpu_adamw_detail::vector_rounding_bits(isa, seed, idx, out);
                 for (int j = 0; j < W; j++) bad += out[j] != rounding_bits(seed, idx + (uint64_t)j);
             }
     EXPECT(bad == 0, "vector rounding bits (%s): %zu lanes differ from rounding_bits", cpu_isa_name(isa), bad);
 }
-#endif
 
 }  // namespace
 
@@ -462,14 +425,12 @@ int main() {
         pools.by_threads.back()->set_min_per_thread(1);  // split even tiny pieces: every chunk edge is exercised
     }
 
-#if ZERO_CPU_ADAMW_X86
     for (CpuIsa isa : pools.isas) {
         if (isa == CpuIsa::Scalar) continue;
         check_f16_conversion(isa);
         check_bf16_rounding(isa);
         check_rounding_bits(isa);
     }
-#endif
 
     const std::vector<size_t> lengths = {0, 1, 7, 15, 16, 17, 63, 1000, 100003};
     const std::vector<size_t> offsets = {0, 1000003, (1ull << 32) - 37, (1ull << 33) + 5};

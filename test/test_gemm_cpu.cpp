@@ -358,11 +358,7 @@ void test_called_inside_team() {
 
 int main() {
     omp_set_num_threads(2);
-#ifdef GEMM_CPU_AVX2
-    printf("gemm_cpu: AVX2/FMA micro-kernel\n");
-#else
-    printf("gemm_cpu: portable micro-kernel\n");
-#endif
+    printf("gemm_cpu: %s micro-kernel\n", gemm_cpu_kernel());
 
     // Shapes: tiny and degenerate, odd and prime, exact multiples of MR=6/NR=16/
     // KC=256 and one past them, several K blocks, sizes that span several tiles.
