@@ -8,7 +8,8 @@
 #
 # Sections:
 #   tests     ctest -L gpu: every kernel against its CPU twin, GPU training vs the
-#             CPU build, stages 0-3 at N = 1, 2, 4 emulated, fp16 overflow, NCCL launch
+#             CPU build, stages 0-3 at N = 1, 2, 4 emulated, fp16 overflow, NCCL launch;
+#             and the CPU AdamW test on this host's AVX-512
 #   sanitize  compute-sanitizer memcheck + racecheck: the workbench, and 2 steps of
 #             -z 3 --ranks 2 bf16
 #   kernels   the workbench timed (GB/s against the device copy, TFLOP/s), and our
@@ -83,6 +84,12 @@ tests)
     (cd build/test && timeout "${TESTS_TIMEOUT:-420}" ctest -L gpu -V 2>&1) >"$OUT/ctest_gpu.log"
     grep -E "Test +#|tests passed|tests failed|FAIL|PASS.*z|relative" "$OUT/ctest_gpu.log" | tail -n 40
     row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -n 1)"
+    # the CPU AdamW's AVX-512 path, bit for bit against the scalar twin: CI's
+    # machines have no AVX-512, the GPU machine's host has
+    cmake --build build/test -j"$(nproc)" --target cpu_adamw >"$OUT/cpu_adamw_build.log" 2>&1 &&
+        (cd build/test && timeout 300 ctest -R '^cpu_adamw$' -V 2>&1) >"$OUT/ctest_cpu_adamw.log"
+    row "ctest cpu_adamw ($(grep -o -m 1 -w avx512f /proc/cpuinfo || echo no avx512f))" \
+        "$(grep -E 'tests passed|tests failed' "$OUT/ctest_cpu_adamw.log" | tail -n 1)"
     ;;
 sanitize)
     section "sanitize: compute-sanitizer memcheck and racecheck"

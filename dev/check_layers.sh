@@ -49,7 +49,7 @@ allowed() {
 bad=0
 edges=$(mktemp)
 trap 'rm -f "$edges"' EXIT
-for f in $(git ls-files 'zero/*' 'kernels/*' 'data/*' 'dev/*' 'test/*' train_gpt2_zero.cu | grep -E '\.(h|cuh|cu|cpp)$'); do
+for f in $(git ls-files 'zero/*' 'kernels/*' 'data/*' 'dev/*' 'test/*' train_gpt2_zero.cu | grep -E '\.(h|cuh|cu|cpp|inc)$'); do
     from=$(layer_of "$f")
     if [ "$from" = unplaced ]; then
         echo "$f: in zero/ but in no layer's folder"

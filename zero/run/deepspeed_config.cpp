@@ -1,0 +1,389 @@
+// The DeepSpeed JSON mapping (zero/run/deepspeed_config.h says what maps to what).
+#include "zero/run/deepspeed_config.h"
+
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "zero/base/common.h"
+
+namespace {  // the mapping's helpers, one per section of the file
+
+void note(bool on, const char* fmt, ...) {
+    if (!on) return;
+    fflush(stdout);
+    va_list args;
+    va_start(args, fmt);
+    fprintf(stderr, "note: ");
+    vfprintf(stderr, fmt, args);
+    fprintf(stderr, "\n");
+    va_end(args);
+}
+
+// A value for an error message: "3" (a string), 1.5, true, an object, ...
+std::string describe(const JsonValue& v) {
+    switch (v.type()) {
+        case JsonValue::Type::Null: return "null";
+        case JsonValue::Type::Bool: return v.as_bool() ? "true" : "false";
+        case JsonValue::Type::Number: return v.number_text();
+        case JsonValue::Type::String: {
+            std::string s = v.as_string();
+            if (s.size() > 40) s = s.substr(0, 37) + "...";
+            for (char& c : s)
+                if ((unsigned char)c < 0x20) c = ' ';  // keep the message on one line
+            return "\"" + s + "\" (a string)";
+        }
+        default: return v.type_name();
+    }
+}
+
+std::string lower(std::string s) {
+    for (char& c : s) c = (char)tolower((unsigned char)c);
+    return s;
+}
+
+// One JSON object of the config, with the dotted path that names it. Reading a
+// key marks it used; finish() notes every member nobody read.
+class Section {
+  public:
+    Section() = default;
+    Section(const JsonValue* v, std::string path, bool notes) : obj(v), path_(std::move(path)), notes_(notes) {
+        used.assign(v->members().size(), false);
+    }
+    bool present() const { return obj != nullptr; }
+    bool notes() const { return notes_; }
+
+    std::string name(const char* key) const { return path_.empty() ? std::string(key) : path_ + "." + key; }
+
+    // the member's value (marking it used), or nullptr
+    const JsonValue* get(const char* key) {
+        if (!obj) return nullptr;
+        const std::vector<JsonMember>& m = obj->members();
+        for (size_t i = 0; i < m.size(); i++)
+            if (m[i].key == key) {
+                used[i] = true;
+                return &m[i].value;
+            }
+        return nullptr;
+    }
+
+    [[noreturn]] void bad(const JsonValue& v, const char* key, const char* expected) const {
+        fail("%s: DeepSpeed key %s must be %s (got %s)", v.where().c_str(), name(key).c_str(), expected,
+             describe(v).c_str());
+    }
+    [[noreturn]] void unsupported(const JsonValue& v, const char* key, const char* why) const {
+        fail("%s: DeepSpeed key %s = %s is not supported: %s", v.where().c_str(), name(key).c_str(),
+             describe(v).c_str(), why);
+    }
+
+    // The typed getters return true and set `out` when the key is present with a
+    // usable value; false when it is absent or "auto". Wrong types and values out
+    // of range are errors that say what was expected.
+    bool get_bool(const char* key, bool& out) {
+        const JsonValue* v = get(key);
+        if (!v || is_auto(*v, key)) return false;
+        if (!v->is_bool()) bad(*v, key, "true or false");
+        out = v->as_bool();
+        return true;
+    }
+    bool get_int(const char* key, long long lo, long long hi, long long& out, const char* expected) {
+        const JsonValue* v = get(key);
+        if (!v || is_auto(*v, key)) return false;
+        if (!v->is_integer_in(lo, hi)) bad(*v, key, expected);
+        out = v->as_integer();
+        return true;
+    }
+    bool get_int(const char* key, long long lo, long long hi, int& out, const char* expected) {
+        long long x;
+        if (!get_int(key, lo, hi, x, expected)) return false;
+        out = (int)x;  // lo..hi are within int's range where this overload is used
+        return true;
+    }
+    // a finite number with lo <= x <= hi (lo < x when lo_open)
+    bool get_number(const char* key, double lo, double hi, bool lo_open, double& out, const char* expected) {
+        const JsonValue* v = get(key);
+        if (!v || is_auto(*v, key)) return false;
+        if (!v->is_number()) bad(*v, key, expected);
+        double x = v->as_number();
+        if (!(x <= hi) || (lo_open ? !(x > lo) : !(x >= lo))) bad(*v, key, expected);
+        out = x;
+        return true;
+    }
+    bool get_float(const char* key, double lo, double hi, bool lo_open, float& out, const char* expected) {
+        double x;
+        if (!get_number(key, lo, hi, lo_open, x, expected)) return false;
+        out = (float)x;
+        return true;
+    }
+    bool get_string(const char* key, std::string& out) {
+        const JsonValue* v = get(key);
+        if (!v || is_auto(*v, key)) return false;
+        if (!v->is_string()) bad(*v, key, "a string");
+        out = v->as_string();
+        return true;
+    }
+    // A nested object; absent: a Section that is not present().
+    Section section(const char* key) {
+        const JsonValue* v = get(key);
+        if (!v) return Section();
+        if (!v->is_object()) bad(*v, key, "an object");
+        return Section(v, name(key), notes_);
+    }
+
+    // marks a key used and, when present, notes why it is ignored
+    void ignore(const char* key, const char* why) {
+        if (get(key)) note(notes_, "ignoring DeepSpeed key %s (%s)", name(key).c_str(), why);
+    }
+
+    void finish() const {
+        if (!obj) return;
+        const std::vector<JsonMember>& m = obj->members();
+        for (size_t i = 0; i < m.size(); i++)
+            if (!used[i]) note(notes_, "ignoring DeepSpeed key %s", name(m[i].key.c_str()).c_str());
+    }
+
+    // "auto" (Hugging Face's placeholder): noted, and the caller keeps its value
+    bool is_auto(const JsonValue& v, const char* key) const {
+        if (!v.is_string() || v.as_string() != "auto") return false;
+        note(notes_, "DeepSpeed key %s is \"auto\": keeping this trainer's value", name(key).c_str());
+        return true;
+    }
+
+  private:
+    const JsonValue* obj = nullptr;
+    std::string path_;
+    bool notes_ = true;
+    std::vector<bool> used;
+};
+
+void apply_batch(Section& top, TrainOptions& o) {
+    top.get_int("train_micro_batch_size_per_gpu", 1, INT_MAX, o.micro_batch, "an integer >= 1");
+    int accum = 0;
+    long long tb = 0;
+    bool has_accum = top.get_int("gradient_accumulation_steps", 1, INT_MAX, accum, "an integer >= 1");
+    bool has_tb = top.get_int("train_batch_size", 1, LONG_MAX, tb, "an integer >= 1");
+    if (has_accum || has_tb) {  // the file's batch replaces an earlier -d (and a later -d replaces it)
+        o.total_batch = -1;
+        o.grad_accum = has_accum ? accum : 0;
+        o.train_batch_seqs = has_tb ? (long)tb : 0;
+    }
+    top.get_float("gradient_clipping", 0.0, INFINITY, false, o.grad_clip, "a number >= 0 (0: no clipping)");
+}
+
+// bf16 / bfloat16, fp16, amp
+void apply_precision(Section& top, TrainOptions& o) {
+    bool decided = false, bf16_on = false, fp16_on = false;
+    const JsonValue* fp16_enabled_value = nullptr;
+
+    Section bf16 = top.section("bf16");
+    Section bfloat16 = top.section("bfloat16");  // DeepSpeed's older name
+    if (bf16.present() && bfloat16.present())
+        fail("%s: DeepSpeed config has both bf16 and bfloat16 sections; keep one (bf16)",
+             top.get("bfloat16")->where().c_str());
+    Section& b = bf16.present() ? bf16 : bfloat16;
+    if (b.present()) {
+        const JsonValue* e = b.get("enabled");
+        bool on = false;
+        if (!e || b.get_bool("enabled", on)) decided = true;  // absent: DeepSpeed's default, false
+        bf16_on = on;
+        b.finish();
+    }
+
+    Section fp16 = top.section("fp16");
+    if (fp16.present()) {
+        fp16_enabled_value = fp16.get("enabled");
+        bool on = false;
+        if (!fp16_enabled_value || fp16.get_bool("enabled", on)) decided = true;
+        fp16_on = on;
+        fp16.get_float("loss_scale", 0.0, INFINITY, false, o.loss_scale, "a number >= 0 (0: dynamic)");
+        fp16.get_int("initial_scale_power", 0, 60, o.initial_scale_power, "an integer in 0..60");
+        fp16.get_int("loss_scale_window", 1, INT_MAX, o.loss_scale_window, "an integer >= 1");
+        fp16.get_int("hysteresis", 1, INT_MAX, o.hysteresis, "an integer >= 1");
+        fp16.get_float("min_loss_scale", 0.0, INFINITY, true, o.min_loss_scale, "a number > 0");
+        bool consecutive = false;
+        if (fp16.get_bool("consecutive_hysteresis", consecutive) && consecutive)
+            fp16.unsupported(*fp16.get("consecutive_hysteresis"), "consecutive_hysteresis",
+                             "hysteresis is restored when the scale grows, as with DeepSpeed's default false");
+        fp16.finish();
+    }
+
+    Section amp = top.section("amp");
+    if (amp.present()) {
+        bool on = false;
+        if (amp.get_bool("enabled", on) && on)
+            amp.unsupported(*amp.get("enabled"), "enabled", "NVIDIA Apex AMP is not used here; enable bf16 or fp16");
+        amp.finish();
+    }
+
+    if (bf16_on && fp16_on)
+        fail("%s: DeepSpeed config enables both bf16 and fp16; enable at most one",
+             fp16_enabled_value->where().c_str());
+    if (bf16_on) o.precision = "bf16";
+    else if (fp16_on) o.precision = "fp16";
+    else if (decided) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
+}
+
+void apply_optimizer(Section& top, TrainOptions& o) {
+    Section opt = top.section("optimizer");
+    if (!opt.present()) return;
+    std::string type;
+    if (opt.get_string("type", type) && lower(type) != "adam" && lower(type) != "adamw")
+        opt.unsupported(*opt.get("type"), "type",
+                        "this trainer's optimizer is AdamW with decoupled weight decay: use Adam or AdamW");
+    Section p = opt.section("params");
+    if (p.present()) {
+        p.get_float("lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        p.get_float("weight_decay", 0.0, INFINITY, false, o.weight_decay, "a number >= 0");
+        const JsonValue* betas = p.get("betas");
+        if (betas && !p.is_auto(*betas, "betas")) {
+            bool ok = betas->is_array() && betas->size() == 2;
+            for (size_t i = 0; ok && i < 2; i++)
+                ok = (*betas)[i].is_number() && (*betas)[i].as_number() >= 0.0 && (*betas)[i].as_number() < 1.0;
+            if (!ok) p.bad(*betas, "betas", "an array of two numbers in [0, 1), like [0.9, 0.95]");
+            o.adam_beta1 = (float)(*betas)[0].as_number();
+            o.adam_beta2 = (float)(*betas)[1].as_number();
+        }
+        double eps;
+        if (p.get_number("eps", 0.0, 1.0, true, eps, "a number in (0, 1]")) o.adam_eps = (float)eps;
+        bool flag = false;
+        if (p.get_bool("adam_w_mode", flag) && !flag)
+            p.unsupported(*p.get("adam_w_mode"), "adam_w_mode",
+                          "weight decay is always decoupled (AdamW), never added to the gradient");
+        if (p.get_bool("amsgrad", flag) && flag)
+            p.unsupported(*p.get("amsgrad"), "amsgrad", "the optimizer is plain AdamW");
+        p.ignore("torch_adam", "the CPU and GPU AdamW are this trainer's own");
+        p.finish();
+    }
+    opt.finish();
+}
+
+void apply_scheduler(Section& top, TrainOptions& o) {
+    Section sch = top.section("scheduler");
+    if (!sch.present()) return;
+    std::string type;
+    sch.get_string("type", type);
+    Section p = sch.section("params");
+    p.get_int("warmup_num_steps", 0, INT_MAX, o.warmup_steps, "an integer >= 0");
+    const char* shape;
+    if (type == "WarmupLR") {
+        p.get_float("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        o.final_lr_frac = 1.0f;
+        shape = "linear warmup to warmup_max_lr, then constant";
+    } else if (type == "WarmupDecayLR") {
+        p.get_float("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        o.final_lr_frac = 0.0f;
+        shape = "linear warmup to warmup_max_lr, then cosine (not linear) decay to 0 over the run's steps";
+    } else if (type == "WarmupCosineLR") {
+        p.get_float("cos_min_ratio", 0.0, 1.0, false, o.final_lr_frac, "a number in [0, 1]");
+        shape = "linear warmup, then cosine decay to cos_min_ratio x the peak";
+    } else {
+        shape = "linear warmup over warmup_num_steps, then cosine decay to -q x the peak (this trainer's schedule)";
+    }
+    std::string warmup_type;
+    if (p.get_string("warmup_type", warmup_type) && warmup_type != "linear")
+        note(sch.notes(), "DeepSpeed key %s = \"%s\": warmup here is linear", p.name("warmup_type").c_str(),
+             warmup_type.c_str());
+    p.ignore("total_num_steps", "the run's length comes from -x or the data");
+    note(sch.notes(), "scheduler %s: %s", type.empty() ? "(no type)" : type.c_str(), shape);
+    p.finish();
+    sch.finish();
+}
+
+void apply_offload(Section& z, const char* key, std::string& out) {
+    Section off = z.section(key);
+    if (!off.present()) return;
+    std::string device;
+    if (off.get_string("device", device)) {
+        if (device == "cpu" || device == "none") out = device;
+        else if (device == "nvme")
+            off.unsupported(*off.get("device"), "device", "offload goes to cpu (pinned host memory) or none");
+        else off.bad(*off.get("device"), "device", "\"cpu\" or \"none\"");
+    }
+    bool pin = true;
+    if (off.get_bool("pin_memory", pin) && !pin)
+        note(off.notes(), "DeepSpeed key %s = false: host buffers are always pinned here",
+             off.name("pin_memory").c_str());
+    off.finish();
+}
+
+void apply_zero(Section& top, TrainOptions& o) {
+    Section z = top.section("zero_optimization");
+    if (!z.present()) return;
+    z.get_int("stage", 0, 3, o.zero_stage, "an integer 0, 1, 2 or 3");
+    apply_offload(z, "offload_optimizer", o.offload_optimizer);
+    apply_offload(z, "offload_param", o.offload_param);
+    bool cpu_offload = false;  // DeepSpeed's older spelling of offload_optimizer.device = cpu
+    if (z.get_bool("cpu_offload", cpu_offload) && cpu_offload) o.offload_optimizer = "cpu";
+    z.finish();
+}
+
+void apply_activation_checkpointing(Section& top, TrainOptions& o) {
+    Section ac = top.section("activation_checkpointing");
+    if (!ac.present()) return;
+    bool flag = false;
+    if (ac.get_bool("partition_activations", flag) && flag)
+        note(ac.notes(), "ignoring DeepSpeed key %s = true (there is no tensor parallelism here to partition over)",
+             ac.name("partition_activations").c_str());
+    bool cpu = false;
+    if (ac.get_bool("cpu_checkpointing", cpu)) {
+        if (cpu) {
+            o.recompute = 2;
+            o.offload_activations = 1;
+            note(ac.notes(), "%s = true: recomputing whole blocks (-r 2) from inputs kept in host memory "
+                 "(--offload_activations 1)", ac.name("cpu_checkpointing").c_str());
+        } else {
+            o.offload_activations = 0;
+        }
+    }
+    if (!cpu)
+        note(ac.notes(), "activation_checkpointing: recomputation is chosen with -r (0 none, 1 GELU, 2 whole "
+             "blocks); only cpu_checkpointing = true sets it from the config");
+    ac.finish();
+}
+
+}  // namespace
+
+void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes) {
+    if (!root.is_object())
+        fail("%s: a DeepSpeed config is a JSON object {...}, not %s", root.where().c_str(), root.type_name());
+    Section top(&root, "", notes);
+    apply_batch(top, o);
+    apply_precision(top, o);
+    apply_optimizer(top, o);
+    apply_scheduler(top, o);
+    apply_zero(top, o);
+    apply_activation_checkpointing(top, o);
+    top.finish();
+}
+
+void apply_deepspeed_config(const std::string& path, TrainOptions& o, bool notes) {
+    CHECK(file_exists(path), "DeepSpeed config %s does not exist", path.c_str());
+    apply_deepspeed_json(parse_json_file(path), o, notes);
+}
+
+long deepspeed_total_batch(int accum, long train_batch, int micro_batch, int seq_len, int world) {
+    if (accum <= 0 && train_batch <= 0) return -1;
+    CHECK(micro_batch >= 1 && seq_len >= 1 && world >= 1, "deepspeed_total_batch: B, T and world must be >= 1");
+    // sequences per micro-step over all ranks
+    double per_micro = (double)micro_batch * world;
+    long seqs;
+    if (train_batch > 0) {
+        if (accum > 0 && (double)train_batch != per_micro * accum)
+            fail("DeepSpeed train_batch_size (%ld) must equal micro-batch x gradient_accumulation_steps x world size "
+                 "= %d x %d x %d = %.0f (micro-batch: train_micro_batch_size_per_gpu or -b)",
+                 train_batch, micro_batch, accum, world, per_micro * accum);
+        if (std::fmod((double)train_batch, per_micro) != 0.0)
+            fail("DeepSpeed train_batch_size (%ld) must be a multiple of micro-batch x world size = %d x %d "
+                 "(micro-batch: train_micro_batch_size_per_gpu or -b)",
+                 train_batch, micro_batch, world);
+        seqs = train_batch;
+    } else {
+        CHECK(per_micro * accum < 9.0e18, "DeepSpeed gradient_accumulation_steps (%d) is too large", accum);
+        seqs = (long)per_micro * accum;
+    }
+    CHECK((double)seqs * seq_len < 9.0e18, "DeepSpeed batch of %ld sequences of %d tokens is too large", seqs, seq_len);
+    return seqs * seq_len;
+}
