@@ -596,7 +596,7 @@ void CpuAdamW::work(uint64_t gen) {
 
 void CpuAdamW::wait_done(size_t nchunks) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int spin_us = spin_us_.load(std::memory_order_relaxed);
+    const int spin_us = kSpinUs;
     for (unsigned it = 0; done_.load(std::memory_order_acquire) != nchunks; it++) {
         if (cpu_adamw_detail::spin_should_sleep(it, t0, spin_us)) {
             std::unique_lock<std::mutex> lk(mu_);
@@ -622,7 +622,7 @@ void CpuAdamW::worker_loop(int id) {
         uint64_t g = work_.load(std::memory_order_acquire) >> 32;
         if (g == seen) {
             const auto t0 = std::chrono::steady_clock::now();
-            const int spin_us = spin_us_.load(std::memory_order_relaxed);
+            const int spin_us = kSpinUs;
             for (unsigned it = 0; (g = work_.load(std::memory_order_acquire) >> 32) == seen; it++) {
                 if (cpu_adamw_detail::spin_should_sleep(it, t0, spin_us)) {
                     std::unique_lock<std::mutex> lk(mu_);

@@ -162,8 +162,6 @@ class CpuAdamW {
     // streaming (non-temporal) stores: no read-for-ownership of a buffer that is
     // only written. Default 1M elements; SIZE_MAX: never.
     void set_streaming_threshold(size_t n) { nt_threshold_ = n; }
-    // How long idle workers (and the caller waiting for them) spin before they sleep (default 200 us).
-    void set_spin_us(int us) { spin_us_.store(us, std::memory_order_relaxed); }
 
    private:
     static constexpr size_t kChunksPerThread = 4;
@@ -204,7 +202,8 @@ class CpuAdamW {
     std::vector<int> cores_;
     size_t min_per_thread_ = 4096;
     size_t nt_threshold_ = (size_t)1 << 20;
-    std::atomic<int> spin_us_{200};
+    // how long idle workers (and the caller waiting for them) spin before they sleep
+    static constexpr int kSpinUs = 200;
 
     Job job_{};
     uint64_t gen_seq_ = 0;  // the caller's generation counter
