@@ -20,7 +20,7 @@
 #   memory    d12, stages 0-3, 1 and 4 emulated ranks: accountant vs predictor vs the
 #             device's own used memory
 #   scale     d24 and d48, bf16 and fp16, stages 1 and 3
-#   offload   tokens/s with and without optimizer/parameter offload at d12, d24, d48;
+#   offload   tokens/s with and without optimizer/parameter offload at d12 and d48;
 #             the CPU AdamW on this machine's cores
 #   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
 #   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
@@ -35,9 +35,8 @@ SUMMARY=$OUT/summary.txt
 touch "$SUMMARY"
 row() { printf "%-52s %s\n" "$1" "$2" | tee -a "$SUMMARY"; }
 section() { echo; echo "##### $* ($(date +%T))"; }
-need_build() {
-    [ -x train_gpt2_zero ] && [ -x train_gpt2_zero_cpu ] ||
-        make -j"$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$OUT/build.log" 2>&1 ||
+need_build() {  # make knows what is stale (a warm machine keeps the last call's objects)
+    make -j"$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$OUT/build.log" 2>&1 ||
         { tail -n 30 "$OUT/build.log"; exit 1; }
 }
 

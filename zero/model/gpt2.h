@@ -38,8 +38,7 @@ struct GPT2 {
     // B*T targets; outside the accountant, like the loader's own buffers.)
     struct TokenSlot {
         int* host = nullptr;
-        Event copied{};
-        bool used = false;
+        Event copied{};  // an event never recorded is complete: the first wait returns at once
     };
     TokenSlot token_slots[2];
     int next_token_slot = 0;
@@ -69,7 +68,7 @@ struct GPT2 {
     void upload_tokens(const int* inputs, const int* targets) {
         TokenSlot& t = token_slots[next_token_slot];
         next_token_slot ^= 1;
-        if (t.used) event_sync(t.copied);  // its previous batch has reached the device
+        event_sync(t.copied);  // its previous batch has reached the device
         memcpy(t.host, inputs, BT() * sizeof(int));
         device_copy(acts.inputs(), t.host, BT() * sizeof(int), ctx.stream);
         if (targets) {
@@ -77,7 +76,6 @@ struct GPT2 {
             device_copy(acts.targets(), t.host + acts.maxBT, BT() * sizeof(int), ctx.stream);
         }
         event_record(t.copied, ctx.stream);
-        t.used = true;
     }
 
     size_t BT() const { return (size_t)B * T_; }
