@@ -96,11 +96,11 @@ GPU_TRAIN_FLAGS ?= -e d12 -b 16 -t 1024 -l 6e-4 -u 50 -q 0.1 -c 0.1 -x 500 -v 50
 train: data
 ifeq ($(HAVE_GPU),1)
 	$(MAKE) train_gpt2_zero
-	./train_gpt2_zero $(GPU_TRAIN_FLAGS) -o $(TRAIN_OUT)
+	./train_gpt2_zero $(GPU_TRAIN_FLAGS) -o $(TRAIN_OUT) --overwrite 1
 else
 	@echo "no NVIDIA GPU found: training a small GPT-2 with the CPU build"
 	$(MAKE) train_gpt2_zero_cpu
-	./train_gpt2_zero_cpu $(CPU_TRAIN_FLAGS) -o $(TRAIN_OUT)
+	./train_gpt2_zero_cpu $(CPU_TRAIN_FLAGS) -o $(TRAIN_OUT) --overwrite 1
 	@echo "unigram baseline (val tokens under train-set unigram frequencies): $$(cat data/mobydick/unigram_entropy.txt) nats"
 endif
 

@@ -25,6 +25,7 @@
 #include "zero/engine/checkpoint.h"
 #include "zero/comm/comm_emulated.h"
 #include "zero/run/fit_check.h"
+#include "zero/run/main_log.h"
 #include "zero/run/flags.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
@@ -173,11 +174,11 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     FILE* main_log = nullptr;
     if (rank0 && !o.output_dir.empty()) {
         make_dir(o.output_dir);
-        main_log = open_file(o.output_dir + "/main.log", start_step > 0 ? "a" : "w");
+        main_log = open_main_log(o.output_dir + "/main.log", start_step);
     }
     auto save = [&](int step) {
         RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
-        std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype);
+        std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype, o.seed, tokens_per_step);
         if (rank0) printf("checkpoint written: %s\n", dir.c_str());
     };
 
@@ -309,6 +310,7 @@ void run_world(const TrainOptions& o, const RunSetup& run) {
 }
 
 int main(int argc, char** argv) {
+    setvbuf(stdout, nullptr, _IOLBF, 0);  // every line out at once, even into a file: a killed run loses none
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);
@@ -332,6 +334,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     refuse_if_too_big(o, run);
+    if (run.launch.rank == 0) claim_output_dir(o.output_dir, o.resume != 0, o.overwrite != 0);
     switch (run.dtype) {
         case DType::F32: run_world<float>(o, run); break;
         case DType::BF16: run_world<bf16>(o, run); break;

@@ -5,10 +5,15 @@
 //     stages bit-exact too (at a fixed N the stages are bit-identical); across
 //     world sizes within the 1e-5 of differently ordered sums;
 //   * consolidation: one fp32 model file from the shards, equal to the model;
-//   * an incomplete checkpoint (no DONE marker) is ignored;
+//   * integrity: resume verifies every file against the checkpoint's manifest
+//     and falls back to the previous checkpoint, saying why (a missing, truncated
+//     or altered file, a torn manifest); a killed save's staging directory is
+//     never resumed; main.log keeps each step once across a resume;
+//   * a fresh run refuses a directory holding another run's checkpoints unless
+//     --overwrite 1, which deletes them;
 //   * llm.c model files: version 3 and 5 round trips;
 //   * bad input, each a one-line error and exit code 1: a checkpoint of another
-//     model, a missing rank file, a truncated file, a world larger than a unit.
+//     model, no checkpoint that verifies, a world larger than a unit.
 //
 // usage: test_checkpoint <path to train_gpt2_zero_cpu>
 #include <cstdio>
@@ -59,9 +64,63 @@ static void check_reslicing(const ParamLayout& layout, int old_n, int old_stage,
     }
 }
 
+// The checksum: the same digest however the bytes are fed, and another digest
+// for every single flipped bit and for every length.
+static void check_hash64() {
+    std::vector<unsigned char> bytes(1000);
+    Rng rng(3);
+    for (unsigned char& b : bytes) b = (unsigned char)(rng.next_u32() & 0xff);
+    const uint64_t whole = hash64(bytes.data(), bytes.size());
+    for (size_t chunk : {1, 3, 7, 31, 32, 33, 100, 999}) {
+        Hasher64 h;
+        for (size_t at = 0; at < bytes.size(); at += chunk) h.update(bytes.data() + at, std::min(chunk, bytes.size() - at));
+        EXPECT(h.digest() == whole, "fed in chunks of %zu: another digest", chunk);
+    }
+    std::vector<uint64_t> seen;
+    for (size_t bit = 0; bit < 8 * 80; bit++) {  // every bit of the first 80 bytes: two stripes and a tail
+        std::vector<unsigned char> b(bytes.begin(), bytes.begin() + 80);
+        b[bit / 8] ^= (unsigned char)(1u << (bit % 8));
+        seen.push_back(hash64(b.data(), b.size()));
+    }
+    for (size_t n = 0; n <= 80; n++) seen.push_back(hash64(bytes.data(), n));
+    seen.push_back(hash64(bytes.data(), 80));  // the unflipped 80 bytes, listed twice on purpose: one duplicate
+    std::sort(seen.begin(), seen.end());
+    size_t dupes = seen.size() - (size_t)(std::unique(seen.begin(), seen.end()) - seen.begin());
+    EXPECT(dupes == 1, "%zu colliding digests among single-bit flips and prefixes", dupes - 1);
+}
+
+// The manifest round-trips, and what is not a complete manifest of ours is refused.
+static void check_manifest_text(const GPT2Config& cfg) {
+    CheckpointManifest m;
+    m.id.step = 12, m.id.shape = cfg, m.id.seed = 99, m.id.world = 3, m.id.stage = 2, m.id.precision = "bf16";
+    m.id.tokens_per_step = 4096;
+    m.files = {{"model.bin", 10, 0xabcdefull}, {"state.bin", 20, 1}};
+    CheckpointManifest back;
+    std::string why, text = m.to_text();
+    EXPECT(parse_manifest(text, back, why) && back.to_text() == text, "manifest round trip: %s", why.c_str());
+    const char* bad[] = {
+        "",                                                   // empty
+        "train_gpt2_zero checkpoint 1\nend\n",             // no identity
+        "train_gpt2_zero checkpoint 1\nstep 1\n",           // no end line
+    };
+    for (const char* b : bad) EXPECT(!parse_manifest(b, back, why), "accepted a bad manifest: %s", b);
+    auto replaced = [&](const std::string& from, const std::string& to) {
+        std::string t = text;
+        t.replace(t.find(from), from.size(), to);
+        return t;
+    };
+    for (const std::string& t : {replaced("file model.bin", "file ../model.bin"), replaced("stage 2", "stage 7"),
+                                 replaced("step 12", "step 12\nstep 13"), replaced("\nend\n", "\nend"),
+                                 replaced("seed 99", "seed  99"), replaced("file state.bin 20", "file state.bin -20"),
+                                 replaced("file state.bin", "file model.bin")})
+        EXPECT(!parse_manifest(t, back, why), "accepted a bad manifest:\n%s", t.c_str());
+}
+
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     ParamLayout layout(gpt2_config_from_descriptor(TINY));
+    check_hash64();
+    check_manifest_text(layout.cfg);
 
     // --- re-slicing, pure arithmetic
     for (int old_n : {1, 2, 3})
@@ -132,7 +191,7 @@ int main(int argc, char** argv) {
     EXPECT(files_identical(checkpoint_dir(n_to_n.out, 5) + "/model_fp32.bin", n_to_n.model_at(5)),
            "consolidated model differs from the model written by the run");
 
-    // an incomplete checkpoint is not resumed from
+    // a directory without a manifest is not a checkpoint
     make_dir(checkpoint_dir(straight.out, 7));
     run_command("cp " + straight.model_at(5) + " " + checkpoint_dir(straight.out, 7));
     EXPECT(latest_checkpoint(straight.out) == 10, "latest complete checkpoint: %d", latest_checkpoint(straight.out));
@@ -191,14 +250,86 @@ int main(int argc, char** argv) {
     other_model.resume = true;
     other_model.out = straight.out;
     expect_error(other_model, "another model");
+    // --- integrity: resume verifies the manifest and falls back, saying why
+    // (checkpoints of straight: steps 5 and 10; 10 is damaged in each case below)
+    auto expect_fallback = [&](const TrainerRun& run, const char* why) {
+        RunResult r = run.run();
+        std::string skipped = "note: not resuming from " + checkpoint_dir(run.out, 10) + ": ";
+        size_t at = r.output.find(skipped);
+        EXPECT(at != std::string::npos && r.output.find(why, at) != std::string::npos &&
+                   r.output.find("resumed from " + checkpoint_dir(run.out, 5) + " (step 5)") != std::string::npos,
+               "'%s': expected a fall back to step 5 because '%s', got:\n%s", r.command.c_str(), why, r.output.c_str());
+        return r;
+    };
     // a missing rank file
     TrainerRun missing = resuming_copy("missing");
     run_command("rm " + optim_file(checkpoint_dir(missing.out, 10), 1));
-    expect_error(missing, "is missing");
+    expect_fallback(missing, "optim_rank00001.bin is missing");
     // a truncated file
     TrainerRun truncated = resuming_copy("truncated");
     run_command("truncate -s 5000 " + optim_file(checkpoint_dir(truncated.out, 10), 0));
-    expect_error(truncated, "truncated");
+    expect_fallback(truncated, "optim_rank00000.bin has 5000 bytes");
+    // bytes flipped inside an optimizer file: same size, other values; the
+    // resumed run equals the straight run's steps after 5 bit for bit
+    TrainerRun flipped = resuming_copy("flipped");
+    flipped.steps = 10;
+    run_command("printf 'XXXX' | dd of=" + optim_file(checkpoint_dir(flipped.out, 10), 1) +
+                " bs=1 seek=4000 conv=notrunc 2>/dev/null");
+    RunResult from_5 = expect_fallback(flipped, "optim_rank00001.bin does not match its checksum");
+    EXPECT(files_identical(from_5.model_at(10), straight.model_at(10)), "the fall back to step 5 is not bit-exact");
+    // ... and main.log holds each step once, as the straight run's does
+    EXPECT(from_5.train_losses == straight.train_losses, "main.log after resuming at step 5 of 10: %zu losses, "
+           "expected the straight run's %zu", from_5.train_losses.size(), straight.train_losses.size());
+    // a model.bin with a flipped magic (resume reads only the masters, but the
+    // checkpoint is damaged: a later export would fail)
+    TrainerRun bad_model = resuming_copy("bad_model");
+    run_command("printf 'Q' | dd of=" + checkpoint_model(bad_model.out, 10) + " bs=1 seek=0 conv=notrunc 2>/dev/null");
+    expect_fallback(bad_model, "model.bin does not match its checksum");
+    // a torn manifest
+    TrainerRun torn = resuming_copy("torn");
+    run_command("truncate -s 40 " + checkpoint_dir(torn.out, 10) + "/MANIFEST");
+    expect_fallback(torn, "manifest");
+    // a save killed before its rename leaves checkpoint_<s>.tmp (whatever it
+    // holds, even a state file and a half-written marker): never resumed, and cleared
+    TrainerRun killed_save = resuming_copy("killed_save");
+    std::string staging = checkpoint_staging_dir(killed_save.out, 11);
+    make_dir(staging);
+    run_command("cp " + checkpoint_dir(killed_save.out, 10) + "/state.bin " + staging + " && echo done > " + staging +
+                "/DONE.tmp");
+    RunResult after_kill = killed_save.run();
+    EXPECT(after_kill.output.find("resumed from " + checkpoint_dir(killed_save.out, 10) + " (step 10)") !=
+                   std::string::npos && !file_exists(staging),
+           "a staging directory was not ignored and cleared:\n%s", after_kill.output.c_str());
+    // every checkpoint damaged: an error, not a silent fresh start
+    TrainerRun all_bad = resuming_copy("all_bad");
+    run_command("rm " + checkpoint_dir(all_bad.out, 10) + "/MANIFEST " + checkpoint_dir(all_bad.out, 5) + "/MANIFEST");
+    expect_error(all_bad, "no checkpoint in");
+
+    // the manifest names the run: its shape, seed, world, stage and precision
+    CheckpointManifest manifest;
+    std::string why;
+    EXPECT(verify_checkpoint(checkpoint_dir(straight.out, 10), 10, manifest, why), "straight/10: %s", why.c_str());
+    EXPECT(same_shape(manifest.id.shape, layout.cfg) && manifest.id.seed == 1337 && manifest.id.world == 2 &&
+               manifest.id.stage == 2 && manifest.id.precision == "fp32" && manifest.id.tokens_per_step == 4 * 32 * 2 &&
+               manifest.files.size() == 4,
+           "manifest identity: %s", manifest.to_text().c_str());
+
+    // --- a directory holding another run's checkpoints is not written into
+    // without --overwrite 1, which deletes them (so -y 1 cannot pick up the
+    // older run's later steps)
+    TrainerRun rewrite = base;
+    rewrite.out = dir + "/rewrite";
+    run_command("cp -r " + straight.out + " " + rewrite.out);
+    rewrite.steps = 3;
+    rewrite.extra += " --seed 5";
+    expect_error(rewrite, "already holds checkpoints");
+    EXPECT(latest_checkpoint(rewrite.out) == 10, "a refused run touched the checkpoints");
+    rewrite.extra += " --overwrite 1";
+    rewrite.run();
+    EXPECT(checkpoint_steps(rewrite.out) == std::vector<int>{3}, "after --overwrite 1: checkpoints %zu",
+           checkpoint_steps(rewrite.out).size());
+    EXPECT(read_main_log(rewrite.out + "/main.log", "trl").size() == 3, "main.log of the overwriting run");
+
     // a world larger than the smallest unit (the final layernorm: 128 elements)
     TrainerRun too_many = base;
     too_many.steps = 1;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
     GPT2Config cfg = gpt2_config_from_descriptor(TINY_T64);
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     std::string dir = "oracle";
+    run_command("rm -rf " + dir);  // a run refuses a directory holding an earlier run's checkpoints
     make_dir(dir);
 
     // one batch: a stream of B*T+1 tokens (the trainer's loader reads it the same way)

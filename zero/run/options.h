@@ -57,4 +57,6 @@ struct TrainOptions {
     std::string deepspeed_config;
     int grad_accum = 0;         // its gradient_accumulation_steps; 0: -d decides (a later -d resets it)
     long train_batch_seqs = 0;  // its train_batch_size, sequences per step over all ranks; 0: -d decides
+    // checkpoints
+    int overwrite = 0;  // 1: a fresh run may delete the checkpoints already in -o
 };

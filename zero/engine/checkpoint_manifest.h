@@ -1,0 +1,209 @@
+// A checkpoint's MANIFEST: which run wrote it, and every file it holds with its
+// size and checksum (zero/base/hash64.h). Resume verifies a checkpoint against
+// it before loading a byte, and falls back to an older checkpoint if it does not
+// match. It is plain text, written last, one fact per line:
+//
+//     train_gpt2_zero checkpoint 1
+//     step 10
+//     model L=2 H=4 C=64 V=512 Vp=512 T=64
+//     seed 1337
+//     world 2
+//     stage 2
+//     precision fp32
+//     tokens_per_step 256
+//     file model.bin 270336 9f1c04d2a6b35e71
+//     file state.bin 112 03e5a1c2d4b6f789
+//     file optim_rank00000.bin 406588 77aa0c3d95e1b2f4
+//     file optim_rank00001.bin 406588 1b2c3d4e5f607182
+//     end
+//
+// Parsing never fails the process: a manifest is untrusted bytes (a torn or
+// foreign file), and a bad one only means "fall back to an older checkpoint".
+#pragma once
+
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "zero/base/hash64.h"
+#include "zero/layout/gpt2_config.h"
+
+constexpr const char* MANIFEST_NAME = "MANIFEST";
+constexpr const char* MANIFEST_FIRST_LINE = "train_gpt2_zero checkpoint 1";
+constexpr size_t MANIFEST_MAX_BYTES = 1 << 20;
+
+struct ManifestFile {
+    std::string name;  // inside the checkpoint directory, no '/'
+    uint64_t size = 0, hash = 0;
+};
+
+// What a checkpoint is of: the run that wrote it.
+struct CheckpointIdentity {
+    int step = 0;
+    GPT2Config shape;
+    unsigned long long seed = 0;
+    int world = 0, stage = 0;
+    std::string precision;
+    long long tokens_per_step = 0;
+};
+
+struct CheckpointManifest {
+    CheckpointIdentity id;
+    std::vector<ManifestFile> files;
+
+    const ManifestFile* find(const std::string& name) const {
+        for (const ManifestFile& f : files)
+            if (f.name == name) return &f;
+        return nullptr;
+    }
+
+    std::string to_text() const {
+        std::string s = std::string(MANIFEST_FIRST_LINE) + "\n";
+        char line[512];
+        const GPT2Config& c = id.shape;
+        snprintf(line, sizeof(line),
+                 "step %d\nmodel L=%d H=%d C=%d V=%d Vp=%d T=%d\nseed %llu\nworld %d\nstage %d\nprecision %s\n"
+                 "tokens_per_step %lld\n",
+                 id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
+                 id.seed, id.world, id.stage, id.precision.c_str(), id.tokens_per_step);
+        s += line;
+        for (const ManifestFile& f : files) {
+            snprintf(line, sizeof(line), "file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
+            s += line;
+        }
+        return s + "end\n";
+    }
+};
+
+// A file name a manifest may list: letters, digits, '_', '.', '-', not
+// starting with '.', so it can never leave its directory.
+inline bool manifest_name_ok(const std::string& n) {
+    if (n.empty() || n.size() > 128 || n[0] == '.') return false;
+    for (char ch : n)
+        if (!(isalnum((unsigned char)ch) || ch == '_' || ch == '.' || ch == '-')) return false;
+    return true;
+}
+
+namespace manifest_detail {
+// The words of one line, split at single spaces; false on any other whitespace
+// or control byte (a manifest we wrote has none).
+inline bool split_words(const std::string& line, std::vector<std::string>& words) {
+    words.clear();
+    std::string w;
+    for (char ch : line) {
+        if (ch == ' ') {
+            if (w.empty()) return false;
+            words.push_back(w);
+            w.clear();
+        } else if ((unsigned char)ch < 0x21 || (unsigned char)ch > 0x7e) {
+            return false;
+        } else {
+            w += ch;
+        }
+    }
+    if (w.empty()) return false;
+    words.push_back(w);
+    return true;
+}
+// A decimal integer in [lo, hi], the whole word.
+inline bool parse_int(const std::string& w, long long lo, long long hi, long long& out) {
+    if (w.empty() || w.size() > 20) return false;
+    size_t i = w[0] == '-' ? 1 : 0;
+    if (i == w.size()) return false;
+    for (size_t k = i; k < w.size(); k++)
+        if (w[k] < '0' || w[k] > '9') return false;
+    errno = 0;
+    char* end = nullptr;
+    long long v = strtoll(w.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+    out = v;
+    return true;
+}
+inline bool parse_u64(const std::string& w, int base, uint64_t& out) {
+    if (w.empty() || w.size() > (base == 16 ? 16u : 20u)) return false;
+    for (char ch : w)
+        if (!(base == 16 ? isxdigit((unsigned char)ch) : isdigit((unsigned char)ch))) return false;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = strtoull(w.c_str(), &end, base);
+    if (errno != 0 || *end != '\0') return false;
+    out = v;
+    return true;
+}
+// "X=<int>" with X the expected key
+inline bool parse_keyed(const std::string& w, const char* key, int& out) {
+    std::string k = std::string(key) + "=";
+    long long v;
+    if (w.compare(0, k.size(), k) != 0 || !parse_int(w.substr(k.size()), 1, 1 << 30, v)) return false;
+    out = (int)v;
+    return true;
+}
+}  // namespace manifest_detail
+
+// Parses a manifest's text; false with `why` (one line) if it is not a complete
+// manifest of ours.
+inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::string& why) {
+    using namespace manifest_detail;
+    m = CheckpointManifest{};
+    if (text.size() > MANIFEST_MAX_BYTES) return why = "the manifest is too large", false;
+    std::vector<std::string> lines;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) return why = "the manifest is cut short (no final newline)", false;
+        lines.push_back(text.substr(pos, eol - pos));
+        pos = eol + 1;
+    }
+    if (lines.empty() || lines[0] != MANIFEST_FIRST_LINE) return why = "not a checkpoint manifest of ours", false;
+    if (lines.back() != "end") return why = "the manifest is cut short (no 'end' line)", false;
+    bool seen[8] = {};
+    std::vector<std::string> w;
+    for (size_t i = 1; i + 1 < lines.size(); i++) {
+        char at[64];
+        snprintf(at, sizeof(at), "manifest line %zu is malformed", i + 1);
+        if (!split_words(lines[i], w)) return why = at, false;
+        const std::string& key = w[0];
+        long long v = 0;
+        bool ok = false;
+        int slot = -1;
+        if (key == "step" && w.size() == 2) {
+            slot = 0, ok = parse_int(w[1], 0, 2147483647, v), m.id.step = (int)v;
+        } else if (key == "model" && w.size() == 7) {
+            slot = 1;
+            GPT2Config& c = m.id.shape;
+            ok = parse_keyed(w[1], "L", c.num_layers) && parse_keyed(w[2], "H", c.num_heads) &&
+                 parse_keyed(w[3], "C", c.channels) && parse_keyed(w[4], "V", c.vocab_size) &&
+                 parse_keyed(w[5], "Vp", c.padded_vocab_size) && parse_keyed(w[6], "T", c.max_seq_len);
+        } else if (key == "seed" && w.size() == 2) {
+            uint64_t s = 0;
+            slot = 2, ok = parse_u64(w[1], 10, s), m.id.seed = s;
+        } else if (key == "world" && w.size() == 2) {
+            slot = 3, ok = parse_int(w[1], 1, 1 << 20, v), m.id.world = (int)v;
+        } else if (key == "stage" && w.size() == 2) {
+            slot = 4, ok = parse_int(w[1], 0, 3, v), m.id.stage = (int)v;
+        } else if (key == "precision" && w.size() == 2) {
+            slot = 5, ok = w[1] == "fp32" || w[1] == "bf16" || w[1] == "fp16", m.id.precision = w[1];
+        } else if (key == "tokens_per_step" && w.size() == 2) {
+            slot = 6, ok = parse_int(w[1], 1, (long long)9e18, v), m.id.tokens_per_step = v;
+        } else if (key == "file" && w.size() == 4) {
+            ManifestFile f;
+            f.name = w[1];
+            ok = manifest_name_ok(f.name) && parse_u64(w[2], 10, f.size) && w[3].size() == 16 &&
+                 parse_u64(w[3], 16, f.hash) && !m.find(f.name);
+            if (ok) m.files.push_back(f);
+            if (m.files.size() > 100000) return why = "the manifest lists too many files", false;
+        }
+        if (!ok) return why = at, false;
+        if (slot >= 0) {
+            if (seen[slot]) return why = at, false;  // a fact given twice
+            seen[slot] = true;
+        }
+    }
+    for (int s = 0; s < 7; s++)
+        if (!seen[s]) return why = "the manifest lacks the run's identity", false;
+    return true;
+}
