@@ -159,7 +159,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     int start_step = 0;
     if (o.resume) {
         RunState rs;
-        std::string dir = resume_checkpoint(o.output_dir, zero, rs);
+        std::string dir = resume_checkpoint(o.output_dir, zero, rs, o.seed);
         if (dir.empty()) {
             if (rank0) printf("no complete checkpoint in %s: starting from scratch\n", o.output_dir.c_str());
         } else {

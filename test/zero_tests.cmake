@@ -8,3 +8,6 @@ zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
 zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})
+# kill -9 at random moments during a run that checkpoints every step, then resume:
+# bit-identical to the uninterrupted run; another run's directory refused or overwritten, never mixed
+zero_test(NAME kill_resume SOURCES test_kill_resume.cpp ARGS ${CPU_TRAINER})

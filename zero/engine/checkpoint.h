@@ -477,13 +477,22 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
 
 // Loads the newest checkpoint in output_dir that verifies (rank 0 chooses, every
 // rank loads it, whatever world size and stage wrote it) into the engine and rs;
-// returns its directory, or "" if there is none.
+// returns its directory, or "" if there is none. A checkpoint of another run
+// (another model, another seed) is an error: resuming it would mix two runs.
 template <typename T>
-std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, RunState& rs) {
+std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, RunState& rs,
+                              unsigned long long seed) {
     double chosen = zero.rank == 0 ? (double)select_checkpoint(output_dir, true) : 0.0;
     int found = (int)zero.comm.sum_scalar(chosen);
     if (found < 0) return "";
     std::string dir = checkpoint_dir(output_dir, found);
+    CheckpointManifest manifest;
+    std::string why;
+    CHECK(read_manifest(dir, manifest, why), "%s: %s", dir.c_str(), why.c_str());
+    CHECK(manifest.id.seed == seed,
+          "%s is a checkpoint of a run with --seed %llu, this run has --seed %llu: pass --seed %llu to continue it, "
+          "or --overwrite 1 without -y 1 to start afresh",
+          dir.c_str(), manifest.id.seed, seed, manifest.id.seed);
     CkptHeader h = read_state_file(dir, zero.layout.cfg, rs);
     size_t n = zero.optimizer_numel();
     std::vector<float> w(n), m(n), v(n);
