@@ -317,6 +317,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     RunSetup run = make_run_setup(o);
+    if (run.launch.rank == 0) print_option_sources(o, stdout);
 #ifdef ZERO_CUDA
     // Under a launcher, bind this rank's GPU before anything touches CUDA: the fit
     // check's cudaMemGetInfo would otherwise open a context on GPU 0 in every rank

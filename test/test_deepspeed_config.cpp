@@ -14,6 +14,7 @@
 #include "test/test_util.h"
 #include "test/child_process.h"
 #include "zero/run/deepspeed_config.h"
+#include "zero/run/flags.h"
 #include "zero/base/json.h"
 
 namespace {
@@ -213,29 +214,114 @@ void test_full_config() {
                "one note: %s", r.err.c_str());
     }
 
-    // an empty config changes nothing
+    // an empty config means DeepSpeed's defaults where they differ from the
+    // flags' (stage 0, fp32, no clipping, no offload) and changes nothing else
     TrainOptions d, e;
+    e.zero_stage = 3, e.precision = "bf16", e.grad_clip = 1.0f, e.offload_optimizer = "cpu";
     apply_text("{}", e);
-    EXPECT(e.micro_batch == d.micro_batch && e.precision == d.precision && e.zero_stage == d.zero_stage &&
-               e.learning_rate == d.learning_rate && e.offload_optimizer == d.offload_optimizer &&
-               e.adam_beta1 == d.adam_beta1 && e.adam_beta2 == d.adam_beta2 && e.adam_eps == d.adam_eps &&
-               e.grad_accum == d.grad_accum && e.train_batch_seqs == d.train_batch_seqs &&
-               e.total_batch == d.total_batch,
-           "{} changes nothing");
+    EXPECT(e.zero_stage == 0 && e.precision == "fp32" && e.grad_clip == 0.0f && e.offload_optimizer == "none" &&
+               e.offload_param == "none",
+           "{}: DeepSpeed's defaults: stage %d, %s, clip %g, offload %s", e.zero_stage, e.precision.c_str(),
+           e.grad_clip, e.offload_optimizer.c_str());
+    EXPECT(e.micro_batch == d.micro_batch && e.learning_rate == d.learning_rate && e.adam_beta1 == d.adam_beta1 &&
+               e.adam_beta2 == d.adam_beta2 && e.adam_eps == d.adam_eps && e.grad_accum == d.grad_accum &&
+               e.train_batch_seqs == d.train_batch_seqs && e.total_batch == d.total_batch,
+           "{} changes nothing else (no optimizer section: the flags' AdamW)");
 }
 
+// DeepSpeed's defaults where a section leaves a value out
+void test_deepspeed_defaults() {
+    TrainOptions o;  // the flags' defaults: stage 1, betas (0.9, 0.95), clip 1
+    apply_text(R"({"optimizer": {"type": "AdamW", "params": {"lr": 2e-4}}, "bf16": {"enabled": true}})", o);
+    EXPECT(o.zero_stage == 0, "no zero_optimization: stage %d, DeepSpeed's is 0", o.zero_stage);
+    EXPECT(o.adam_beta1 == 0.9f && o.adam_beta2 == 0.999f && o.adam_eps == 1e-8f && o.weight_decay == 0.0f,
+           "AdamW without betas, eps, weight_decay: (%g, %g), %g, %g; DeepSpeed's are (0.9, 0.999), 1e-8, 0",
+           o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay);
+    EXPECT(o.learning_rate == 2e-4f && o.grad_clip == 0.0f && o.precision == "bf16", "lr %g clip %g",
+           o.learning_rate, o.grad_clip);
+    TrainOptions p;
+    apply_text(R"({"optimizer": {"type": "Adam"}, "zero_optimization": {"overlap_comm": true}})", p);
+    EXPECT(p.learning_rate == 1e-3f && p.zero_stage == 0, "Adam without params: lr %g (DeepSpeed's 1e-3), stage %d",
+           p.learning_rate, p.zero_stage);
+}
+
+// DeepSpeed's three batch rules, resolved with the world size after all flags
+void test_batch_rules() {
+    auto resolved = [](const char* json, int world, int b_before, int b_after = 0) {
+        TrainOptions o;
+        o.micro_batch = b_before;
+        o.seq_len = 64;
+        apply_text(json, o);
+        if (b_after) o.micro_batch = b_after, o.derive_micro_batch = 0;  // what a later -b does
+        resolve_deepspeed_batch(o, world);
+        return std::make_pair(o.micro_batch, o.total_batch / 64);  // micro-batch, sequences per step
+    };
+    // train_batch_size alone: micro-batch = train_batch_size / world, no accumulation, whatever -b said before
+    EXPECT(resolved(R"({"train_batch_size": 4})", 4, 4) == std::make_pair(1, 4L), "train_batch_size 4 on 4 ranks");
+    EXPECT(resolved(R"({"train_batch_size": 32})", 2, 4) == std::make_pair(16, 32L), "train_batch_size 32 on 2 ranks");
+    // train_batch_size and accumulation: micro = tb / (accum x world)
+    EXPECT(resolved(R"({"train_batch_size": 32, "gradient_accumulation_steps": 4})", 2, 7) == std::make_pair(4, 32L),
+           "tb 32, accumulation 4, 2 ranks");
+    // train_batch_size and micro-batch: accumulation = tb / (micro x world)
+    EXPECT(resolved(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2})", 2, 7) == std::make_pair(2, 32L),
+           "tb 32, micro 2, 2 ranks");
+    // micro-batch and accumulation: tb = micro x accum x world
+    EXPECT(resolved(R"({"train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 5})", 2, 7) ==
+               std::make_pair(3, 30L),
+           "micro 3, accumulation 5, 2 ranks");
+    // all three agreeing
+    EXPECT(resolved(R"({"train_batch_size": 24, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 4})",
+                    2, 7) == std::make_pair(3, 24L),
+           "all three");
+    // a -b after the file is the micro-batch given
+    EXPECT(resolved(R"({"train_batch_size": 32})", 2, 4, 8) == std::make_pair(8, 32L), "tb 32, then -b 8");
+    expect_failure("tb not divisible by world", [&] { resolved(R"({"train_batch_size": 6})", 4, 4); },
+                   "DeepSpeed train_batch_size (6) must be divisible by gradient_accumulation_steps x world size = 1 x 4");
+    expect_failure("all three disagree",
+                   [&] {
+                       resolved(R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 3, "gradient_accumulation_steps": 4})",
+                                2, 7);
+                   },
+                   "train_batch_size (32) must equal micro-batch x gradient_accumulation_steps x world size = 3 x 4 x 2 = 24");
+}
+
+// The header line saying what the config decided and what flags after it did
+void test_option_sources() {
+    FILE* f = open_file("ds_sources.json", "wb");
+    fputs(R"({"train_batch_size": 8, "zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW", "params": {"lr": 5e-4}}})", f);
+    fclose(f);
+    const char* argv[] = {"prog", "-b", "4", "--ranks", "2", "-t", "16", "--deepspeed_config", "ds_sources.json", "-l", "1e-3"};
+    TrainOptions o;
+    ChildResult r = run_in_child([&] {
+        parse_flags(11, (char**)argv, o);
+        print_option_sources(o, stderr);
+        if (o.micro_batch != 4 || o.total_batch != 8 * 16 || o.zero_stage != 2 || o.learning_rate != 1e-3f) _exit(3);
+    });
+    EXPECT(r.status == 0, "parse_flags with a config: status %d: %s", r.status, r.err.c_str());
+    for (const char* part : {"from ds_sources.json (DeepSpeed's meaning and defaults):", " --micro_batch 4",
+                             " --total_batch 128", " --zero_stage 2", " --adam_beta2 0.999", " --grad_clip 0",
+                             "from flags after it: --lr 0.001"})
+        EXPECT(r.err.find(part) != std::string::npos, "header lacks '%s':\n%s", part, r.err.c_str());
+    EXPECT(r.err.find("--lr 0.0005") == std::string::npos, "the overridden lr is reported as the config's");
+}
+
+void expect_config_error(const char* what, const std::string& text, const std::string& part);
+
 void test_notes() {
-    // unknown and unused keys are notes, one line each, and the run goes on
+    // DeepSpeed keys with no effect here are notes, one line each saying why, and the run goes on
     ChildResult r = run_in_child([] {
         TrainOptions o;
         o.adam_beta1 = 0.7f;  // betas "auto": kept
         apply_text(R"({"steps_per_print": 10, "wall_clock_breakdown": false,
-                       "zero_optimization": {"stage": 2, "overlap_comm": true,
+                       "zero_optimization": {"stage": 2, "overlap_comm": true, "reduce_bucket_size": 5e8,
+                                             "allgather_bucket_size": 5e8, "contiguous_gradients": true,
+                                             "sub_group_size": 1e9,
                                              "offload_optimizer": {"device": "cpu", "pin_memory": false, "buffer_count": 4}},
-                       "optimizer": {"type": "adam", "params": {"lr": 0.001, "torch_adam": true, "foo": 1, "betas": "auto"}},
+                       "optimizer": {"type": "adam", "params": {"lr": 0.001, "torch_adam": true, "betas": "auto"}},
                        "activation_checkpointing": {"partition_activations": true, "number_checkpoints": 4},
                        "train_micro_batch_size_per_gpu": "auto",
                        "fp16": {"enabled": "auto", "hysteresis": 3},
+                       "tensorboard": {"enabled": true, "output_path": "x"},
                        "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_max_lr": "auto", "warmup_num_steps": 7}}})",
                    o, true);
         if (o.zero_stage != 2 || o.offload_optimizer != "cpu" || o.learning_rate != 0.001f || o.micro_batch != 4 ||
@@ -245,21 +331,25 @@ void test_notes() {
     });
     EXPECT(r.status == 0, "notes: status %d, stderr %s", r.status, r.err.c_str());
     const char* expected[] = {
-        "note: ignoring DeepSpeed key steps_per_print\n",
-        "note: ignoring DeepSpeed key wall_clock_breakdown\n",
-        "note: ignoring DeepSpeed key zero_optimization.overlap_comm\n",
-        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.buffer_count\n",
+        "note: ignoring DeepSpeed key steps_per_print: every step prints one line here\n",
+        "note: ignoring DeepSpeed key wall_clock_breakdown: ",
+        "note: ignoring DeepSpeed key zero_optimization.overlap_comm: collectives always run on their own stream",
+        "note: ignoring DeepSpeed key zero_optimization.reduce_bucket_size: communication is one collective per unit (a layer) here, so bucket sizes have no effect\n",
+        "note: ignoring DeepSpeed key zero_optimization.allgather_bucket_size: communication is one collective per unit",
+        "note: ignoring DeepSpeed key zero_optimization.contiguous_gradients: gradients live in one flat buffer",
+        "note: ignoring DeepSpeed key zero_optimization.sub_group_size: the optimizer steps one unit",
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.buffer_count: ",
         "note: DeepSpeed key zero_optimization.offload_optimizer.pin_memory = false: host buffers are always pinned",
-        "note: ignoring DeepSpeed key optimizer.params.torch_adam (",
-        "note: ignoring DeepSpeed key optimizer.params.foo\n",
+        "note: ignoring DeepSpeed key optimizer.params.torch_adam: ",
         "note: ignoring DeepSpeed key activation_checkpointing.partition_activations = true (",
-        "note: ignoring DeepSpeed key activation_checkpointing.number_checkpoints\n",
+        "note: ignoring DeepSpeed key activation_checkpointing.number_checkpoints: ",
         "note: activation_checkpointing: recomputation is chosen with -r",
         "note: DeepSpeed key train_micro_batch_size_per_gpu is \"auto\": keeping this trainer's value\n",
         "note: DeepSpeed key optimizer.params.betas is \"auto\": keeping this trainer's value\n",
         "note: DeepSpeed key fp16.enabled is \"auto\": keeping this trainer's value\n",
         "note: DeepSpeed key scheduler.params.warmup_max_lr is \"auto\": keeping this trainer's value\n",
         "note: scheduler WarmupDecayLR: linear warmup to warmup_max_lr, then cosine (not linear) decay to 0",
+        "note: ignoring DeepSpeed section tensorboard: not a feature of this trainer\n",
     };
     for (const char* e : expected) EXPECT(r.err.find(e) != std::string::npos, "missing \"%s\" in:\n%s", e, r.err.c_str());
     EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == (long)(sizeof(expected) / sizeof(expected[0])),
@@ -272,6 +362,16 @@ void test_notes() {
         apply_text(R"({"steps_per_print": 10, "scheduler": {"type": "WarmupLR"}})", o, false);
     });
     EXPECT(q.status == 0 && q.err.empty(), "notes=false: status %d, stderr %s", q.status, q.err.c_str());
+
+    // a key DeepSpeed does not know is an error naming the nearest one it does
+    expect_config_error("stgae", R"({"zero_optimization": {"stgae": 3}})",
+                        "ds.json:1:33: unknown DeepSpeed key zero_optimization.stgae (did you mean zero_optimization.stage?)");
+    expect_config_error("top-level typo", R"({"train_micro_batch_size_per_gpus": 3})",
+                        "unknown DeepSpeed key train_micro_batch_size_per_gpus (did you mean train_micro_batch_size_per_gpu?)");
+    expect_config_error("params typo", R"({"optimizer": {"type": "AdamW", "params": {"weight_decya": 0.1}}})",
+                        "unknown DeepSpeed key optimizer.params.weight_decya (did you mean optimizer.params.weight_decay?)");
+    expect_config_error("unknown section", R"({"zero_optimisation": {"stage": 3}})",
+                        "unknown DeepSpeed key zero_optimisation (did you mean zero_optimization?)");
 }
 
 void test_precision() {
@@ -287,9 +387,9 @@ void test_precision() {
     EXPECT(precision_of(R"({"bf16": {"enabled": false}})", "bf16") == "fp32", "bf16 off alone: fp32");
     EXPECT(precision_of(R"({"fp16": {"loss_scale": 128}})", "bf16") == "fp32", "enabled absent: false");
     EXPECT(precision_of(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})", "") == "fp32", "both off");
-    EXPECT(precision_of(R"({"gradient_clipping": 0.5})", "fp16") == "fp16", "no precision sections: kept");
+    EXPECT(precision_of(R"({"gradient_clipping": 0.5})", "fp16") == "fp32", "no precision sections: DeepSpeed's fp32");
     EXPECT(precision_of(R"({"bf16": {"enabled": "auto"}})", "fp16") == "fp16", "auto: kept");
-    EXPECT(precision_of(R"({"amp": {"enabled": false}})", "bf16") == "bf16", "amp off: fine");
+    EXPECT(precision_of(R"({"amp": {"enabled": false}})", "bf16") == "fp32", "amp off: fine, and fp32");
 
     TrainOptions o;
     apply_text(R"({"fp16": {"enabled": true, "loss_scale": 1024.5, "initial_scale_power": 12, "loss_scale_window": 50,
@@ -464,6 +564,9 @@ int main() {
     test_json_invalid();
     test_full_config();
     test_notes();
+    test_deepspeed_defaults();
+    test_batch_rules();
+    test_option_sources();
     test_precision();
     test_scheduler_and_misc();
     test_total_batch();

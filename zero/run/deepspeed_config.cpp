@@ -1,12 +1,14 @@
 // The DeepSpeed JSON mapping (zero/run/deepspeed_config.h says what maps to what).
 #include "zero/run/deepspeed_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "zero/base/common.h"
 
@@ -45,6 +47,220 @@ std::string lower(std::string s) {
     return s;
 }
 
+// Every key DeepSpeed's config documents, section by section, with why it has no
+// effect here (nullptr: the mapping reads it, zero/run/deepspeed_config.h). A key
+// outside this table is an error that suggests the nearest known one: a typo
+// ("stgae") must not silently run something else. Sections marked OPAQUE are
+// whole features of DeepSpeed this trainer does not have (logging back-ends,
+// profilers, pipeline parallelism, ...): one note for the section, its members
+// unchecked.
+struct KnownKey {
+    const char* path;
+    const char* why;
+};
+const char* const OPAQUE = "OPAQUE";
+const char* const BUCKETS = "communication is one collective per unit (a layer) here, so bucket sizes have no effect";
+const KnownKey KNOWN_KEYS[] = {
+    {"train_batch_size", nullptr},
+    {"train_micro_batch_size_per_gpu", nullptr},
+    {"gradient_accumulation_steps", nullptr},
+    {"gradient_clipping", nullptr},
+    {"optimizer", nullptr},
+    {"optimizer.type", nullptr},
+    {"optimizer.params", nullptr},
+    {"optimizer.params.lr", nullptr},
+    {"optimizer.params.betas", nullptr},
+    {"optimizer.params.eps", nullptr},
+    {"optimizer.params.weight_decay", nullptr},
+    {"optimizer.params.adam_w_mode", nullptr},
+    {"optimizer.params.amsgrad", nullptr},
+    {"optimizer.params.torch_adam", "the CPU and GPU AdamW are this trainer's own"},
+    {"optimizer.params.bias_correction", "AdamW here always corrects the moments' bias"},
+    {"optimizer.params.fp32_optimizer_states", "optimizer states are always fp32 here"},
+    {"scheduler", nullptr},
+    {"scheduler.type", nullptr},
+    {"scheduler.params", nullptr},
+    {"scheduler.params.warmup_num_steps", nullptr},
+    {"scheduler.params.warmup_max_lr", nullptr},
+    {"scheduler.params.cos_min_ratio", nullptr},
+    {"scheduler.params.warmup_type", nullptr},
+    {"scheduler.params.total_num_steps", "the run's length comes from -x or the data"},
+    {"scheduler.params.warmup_min_lr", "warmup here starts from lr x 1/warmup steps"},
+    {"scheduler.params.warmup_min_ratio", "warmup here starts from lr x 1/warmup steps"},
+    {"scheduler.params.last_batch_iteration", "a resumed run takes its step from the checkpoint (-y 1)"},
+    {"scheduler.params.cycle_min_lr", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_max_lr", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_first_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_second_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_first_stair_count", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_second_stair_count", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_lr_rate", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_momentum", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_min_mom", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_max_mom", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_mom_rate", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.lr_range_test_min_lr", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_step_size", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_step_rate", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_staircase", "the LRRangeTest schedule is not implemented"},
+    {"fp16", nullptr},
+    {"fp16.enabled", nullptr},
+    {"fp16.loss_scale", nullptr},
+    {"fp16.initial_scale_power", nullptr},
+    {"fp16.loss_scale_window", nullptr},
+    {"fp16.hysteresis", nullptr},
+    {"fp16.min_loss_scale", nullptr},
+    {"fp16.consecutive_hysteresis", nullptr},
+    {"fp16.auto_cast", "the model is written in the compute dtype; there is nothing to cast"},
+    {"fp16.fp16_master_weights_and_grads", "masters are always fp32 here"},
+    {"bf16", nullptr},
+    {"bf16.enabled", nullptr},
+    {"bf16.immediate_grad_update", "gradients are reduced as backward finishes each unit, always"},
+    {"bf16.check_grad_overflow", "bf16 has fp32's range: overflow is checked for fp16 only"},
+    {"bfloat16", nullptr},
+    {"bfloat16.enabled", nullptr},
+    {"amp", nullptr},
+    {"amp.enabled", nullptr},
+    {"amp.opt_level", "NVIDIA Apex AMP is not used here"},
+    {"zero_optimization", nullptr},
+    {"zero_optimization.stage", nullptr},
+    {"zero_optimization.offload_optimizer", nullptr},
+    {"zero_optimization.offload_optimizer.device", nullptr},
+    {"zero_optimization.offload_optimizer.pin_memory", nullptr},
+    {"zero_optimization.offload_optimizer.nvme_path", "offload goes to cpu only"},
+    {"zero_optimization.offload_optimizer.buffer_count", "cpu offload here double-buffers each unit's slices; buffer_count sizes nvme buffers"},
+    {"zero_optimization.offload_optimizer.pipeline_read", "offload goes to cpu only (these pipeline nvme reads)"},
+    {"zero_optimization.offload_optimizer.pipeline_write", "offload goes to cpu only (these pipeline nvme writes)"},
+    {"zero_optimization.offload_optimizer.fast_init", "offload goes to cpu only (this speeds up nvme initialisation)"},
+    {"zero_optimization.offload_optimizer.ratio", "the CPU updates every slice it holds (no partial offload)"},
+    {"zero_optimization.offload_param", nullptr},
+    {"zero_optimization.offload_param.device", nullptr},
+    {"zero_optimization.offload_param.pin_memory", nullptr},
+    {"zero_optimization.offload_param.nvme_path", "offload goes to cpu only"},
+    {"zero_optimization.offload_param.buffer_count", "a unit's slice is copied up just before its all-gather; buffer_count sizes nvme buffers"},
+    {"zero_optimization.offload_param.buffer_size", "offload goes to cpu only (this sizes nvme buffers)"},
+    {"zero_optimization.offload_param.max_in_cpu", "offload goes to cpu only (this caps nvme's cpu cache)"},
+    {"zero_optimization.cpu_offload", nullptr},
+    {"zero_optimization.cpu_offload_params", "use offload_param.device = cpu"},
+    {"zero_optimization.cpu_offload_use_pin_memory", "host buffers are always pinned here"},
+    {"zero_optimization.allgather_partitions", "stages 1-2 always all-gather the updated slices after the step here"},
+    {"zero_optimization.allgather_bucket_size", BUCKETS},
+    {"zero_optimization.reduce_scatter", "stages 1-3 always reduce-scatter gradients here"},
+    {"zero_optimization.reduce_bucket_size", BUCKETS},
+    {"zero_optimization.overlap_comm", "collectives always run on their own stream here, overlapping compute where the order allows"},
+    {"zero_optimization.contiguous_gradients", "gradients live in one flat buffer here, so they are always contiguous"},
+    {"zero_optimization.sub_group_size", "the optimizer steps one unit (a layer) at a time here"},
+    {"zero_optimization.stage3_prefetch_bucket_size", "stage 3 prefetches exactly the next unit (a layer) here"},
+    {"zero_optimization.stage3_max_live_parameters", "stage 3 holds at most three gathered units (layers) at a time here"},
+    {"zero_optimization.stage3_max_reuse_distance", "stage 3 releases every unit after use and gathers it again for backward here"},
+    {"zero_optimization.stage3_param_persistence_threshold", "every unit is partitioned here, however small"},
+    {"zero_optimization.stage3_model_persistence_threshold", "every unit is partitioned here, however small"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.elastic_checkpoint", "checkpoints re-slice to any world size and stage here, always"},
+    {"zero_optimization.load_from_fp32_weights", "resume always loads the fp32 masters"},
+    {"zero_optimization.ignore_unused_parameters", "GPT-2 uses every parameter"},
+    {"zero_optimization.round_robin_gradients", "each rank owns a fixed slice of every unit here"},
+    {"zero_optimization.legacy_stage1", "there is one stage 1 here"},
+    {"zero_optimization.memory_efficient_linear", "the linear layers here keep only their inputs, always"},
+    {"zero_optimization.zero_hpz_partition_size", "ZeRO++'s hierarchical partitioning is not implemented"},
+    {"zero_optimization.zero_quantized_weights", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.zero_quantized_nontrainable_weights", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.zero_quantized_gradients", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.mics_shard_size", "MiCS is not implemented: shards span the whole world"},
+    {"zero_optimization.mics_hierarchical_params_gather", "MiCS is not implemented"},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", BUCKETS},
+    {"zero_optimization.pipeline_loading_checkpoint", "there is no pipeline parallelism here"},
+    {"zero_optimization.override_module_apply", "the model is not a torch module"},
+    {"zero_optimization.module_granularity_threshold", "the units are fixed: embeddings, each layer, the final layernorm"},
+    {"zero_optimization.log_trace_cache_warnings", "stage 3's gather order is fixed, not traced"},
+    {"activation_checkpointing", nullptr},
+    {"activation_checkpointing.partition_activations", nullptr},
+    {"activation_checkpointing.cpu_checkpointing", nullptr},
+    {"activation_checkpointing.contiguous_memory_optimization", "saved layer inputs are one buffer here, always"},
+    {"activation_checkpointing.number_checkpoints", "-r 2 keeps every layer's input"},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", "the CPU build runs in order; the GPU build's streams are ordered by events"},
+    {"activation_checkpointing.profile", "each step line prints its time"},
+    {"steps_per_print", "every step prints one line here"},
+    {"wall_clock_breakdown", "every step line prints its time"},
+    {"dump_state", "--estimate 1 prints the run's memory plan"},
+    {"memory_breakdown", "use --mem_report 1 for per-rank memory"},
+    {"prescale_gradients", "gradients are summed across ranks, then scaled once by 1 / tokens per step"},
+    {"gradient_predivide_factor", "gradients are summed across ranks, then scaled once by 1 / tokens per step"},
+    {"communication_data_type", "collectives move the compute dtype here"},
+    {"seq_parallel_communication_data_type", "there is no sequence parallelism here"},
+    {"zero_allow_untested_optimizer", "the optimizer is AdamW, always"},
+    {"zero_force_ds_cpu_optimizer", "optimizer offload always uses this trainer's CPU AdamW"},
+    {"sparse_gradients", "GPT-2's gradients are dense here"},
+    {"disable_allgather", "the stages decide the collectives here"},
+    {"dataloader_drop_last", "the data loader drops a shard's tail that does not fill a batch, always"},
+    {"fp32_allreduce", "collectives move the compute dtype here"},
+    {"load_universal_checkpoint", "checkpoints re-slice to any world size and stage here, always"},
+    {"flops_profiler", OPAQUE},
+    {"tensorboard", OPAQUE},
+    {"wandb", OPAQUE},
+    {"csv_monitor", OPAQUE},
+    {"comet", OPAQUE},
+    {"comms_logger", OPAQUE},
+    {"monitor_config", OPAQUE},
+    {"autotuning", OPAQUE},
+    {"elasticity", OPAQUE},
+    {"compression_training", OPAQUE},
+    {"data_efficiency", OPAQUE},
+    {"curriculum_learning", OPAQUE},
+    {"data_types", OPAQUE},
+    {"pipeline", OPAQUE},
+    {"sparse_attention", OPAQUE},
+    {"aio", OPAQUE},
+    {"nebula", OPAQUE},
+    {"checkpoint", OPAQUE},
+    {"progressive_layer_drop", OPAQUE},
+    {"eigenvalue", OPAQUE},
+    {"quantize_training", OPAQUE},
+    {"weight_quantization", OPAQUE},
+    {"hybrid_engine", OPAQUE},
+    {"torch_autocast", OPAQUE},
+    {"tensor_parallel", OPAQUE},
+    {"compile", OPAQUE},
+    {"timers", OPAQUE},
+};
+
+const KnownKey* known_key(const std::string& path) {
+    for (const KnownKey& k : KNOWN_KEYS)
+        if (path == k.path) return &k;
+    return nullptr;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+    for (size_t i = 1; i <= a.size(); i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); j++) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// The known key of section `prefix` ("" or "zero_optimization.") nearest to `key`.
+std::string nearest_known_key(const std::string& prefix, const std::string& key) {
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const KnownKey& k : KNOWN_KEYS) {
+        std::string p = k.path;
+        if (p.compare(0, prefix.size(), prefix) != 0 || p.find('.', prefix.size()) != std::string::npos) continue;
+        size_t d = edit_distance(lower(key), p.substr(prefix.size()));
+        if (d < best_d) best_d = d, best = p.substr(prefix.size());
+    }
+    return best;
+}
+
 // One JSON object of the config, with the dotted path that names it. Reading a
 // key marks it used; finish() notes every member nobody read.
 class Section {
@@ -57,6 +273,9 @@ class Section {
     bool notes() const { return notes_; }
 
     std::string name(const char* key) const { return path_.empty() ? std::string(key) : path_ + "." + key; }
+
+    // whether the key is there at all (not marking it used)
+    bool has(const char* key) const { return obj && obj->find(key) != nullptr; }
 
     // the member's value (marking it used), or nullptr
     const JsonValue* get(const char* key) {
@@ -133,16 +352,23 @@ class Section {
         return Section(v, name(key), notes_);
     }
 
-    // marks a key used and, when present, notes why it is ignored
-    void ignore(const char* key, const char* why) {
-        if (get(key)) note(notes_, "ignoring DeepSpeed key %s (%s)", name(key).c_str(), why);
-    }
-
+    // Every member nobody read: a known DeepSpeed key with no effect here gets a
+    // note saying why; an unknown key is an error naming the nearest known one.
     void finish() const {
         if (!obj) return;
         const std::vector<JsonMember>& m = obj->members();
-        for (size_t i = 0; i < m.size(); i++)
-            if (!used[i]) note(notes_, "ignoring DeepSpeed key %s", name(m[i].key.c_str()).c_str());
+        for (size_t i = 0; i < m.size(); i++) {
+            if (used[i]) continue;
+            std::string path = name(m[i].key.c_str());
+            const KnownKey* k = known_key(path);
+            if (!k) {
+                std::string prefix = path_.empty() ? "" : path_ + ".";
+                fail("%s: unknown DeepSpeed key %s (did you mean %s%s?)", m[i].value.where().c_str(), path.c_str(),
+                     prefix.c_str(), nearest_known_key(prefix, m[i].key).c_str());
+            }
+            if (k->why == OPAQUE) note(notes_, "ignoring DeepSpeed section %s: not a feature of this trainer", path.c_str());
+            else note(notes_, "ignoring DeepSpeed key %s: %s", path.c_str(), k->why ? k->why : "it has no effect with the rest of this config");
+        }
     }
 
     // "auto" (Hugging Face's placeholder): noted, and the caller keeps its value
@@ -159,8 +385,13 @@ class Section {
     std::vector<bool> used;
 };
 
+// DeepSpeed's batch: train_batch_size = micro-batch x gradient_accumulation_steps
+// x world size, any two determining the third (resolve_deepspeed_batch, once
+// the world size is known). A train_batch_size without a micro-batch means
+// DeepSpeed's micro-batch, train_batch_size / (accumulation x world), whatever
+// -b said before the file; a -b after the file is the micro-batch given.
 void apply_batch(Section& top, TrainOptions& o) {
-    top.get_int("train_micro_batch_size_per_gpu", 1, INT_MAX, o.micro_batch, "an integer >= 1");
+    bool has_micro = top.get_int("train_micro_batch_size_per_gpu", 1, INT_MAX, o.micro_batch, "an integer >= 1");
     int accum = 0;
     long long tb = 0;
     bool has_accum = top.get_int("gradient_accumulation_steps", 1, INT_MAX, accum, "an integer >= 1");
@@ -169,13 +400,18 @@ void apply_batch(Section& top, TrainOptions& o) {
         o.total_batch = -1;
         o.grad_accum = has_accum ? accum : 0;
         o.train_batch_seqs = has_tb ? (long)tb : 0;
+        o.derive_micro_batch = has_tb && !has_micro ? 1 : 0;
+    } else if (has_micro) {
+        o.derive_micro_batch = 0;
     }
+    // DeepSpeed clips only when gradient_clipping is given (its default is 0)
+    if (!top.has("gradient_clipping")) o.grad_clip = 0.0f;
     top.get_float("gradient_clipping", 0.0, INFINITY, false, o.grad_clip, "a number >= 0 (0: no clipping)");
 }
 
 // bf16 / bfloat16, fp16, amp
 void apply_precision(Section& top, TrainOptions& o) {
-    bool decided = false, bf16_on = false, fp16_on = false;
+    bool decided_bf16 = false, decided_fp16 = false, bf16_on = false, fp16_on = false;
     const JsonValue* fp16_enabled_value = nullptr;
 
     Section bf16 = top.section("bf16");
@@ -187,7 +423,7 @@ void apply_precision(Section& top, TrainOptions& o) {
     if (b.present()) {
         const JsonValue* e = b.get("enabled");
         bool on = false;
-        if (!e || b.get_bool("enabled", on)) decided = true;  // absent: DeepSpeed's default, false
+        if (!e || b.get_bool("enabled", on)) decided_bf16 = true;  // absent: DeepSpeed's default, false
         bf16_on = on;
         b.finish();
     }
@@ -196,7 +432,7 @@ void apply_precision(Section& top, TrainOptions& o) {
     if (fp16.present()) {
         fp16_enabled_value = fp16.get("enabled");
         bool on = false;
-        if (!fp16_enabled_value || fp16.get_bool("enabled", on)) decided = true;
+        if (!fp16_enabled_value || fp16.get_bool("enabled", on)) decided_fp16 = true;
         fp16_on = on;
         fp16.get_float("loss_scale", 0.0, INFINITY, false, o.loss_scale, "a number >= 0 (0: dynamic)");
         fp16.get_int("initial_scale_power", 0, 60, o.initial_scale_power, "an integer in 0..60");
@@ -221,19 +457,26 @@ void apply_precision(Section& top, TrainOptions& o) {
     if (bf16_on && fp16_on)
         fail("%s: DeepSpeed config enables both bf16 and fp16; enable at most one",
              fp16_enabled_value->where().c_str());
+    const bool kept = (b.present() && !decided_bf16) || (fp16.present() && !decided_fp16);  // "auto"
     if (bf16_on) o.precision = "bf16";
     else if (fp16_on) o.precision = "fp16";
-    else if (decided) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
+    else if (!kept) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
 }
 
 void apply_optimizer(Section& top, TrainOptions& o) {
     Section opt = top.section("optimizer");
-    if (!opt.present()) return;
+    if (!opt.present()) return;  // DeepSpeed then uses the client's optimizer: the flags' AdamW
+
     std::string type;
     if (opt.get_string("type", type) && lower(type) != "adam" && lower(type) != "adamw")
         opt.unsupported(*opt.get("type"), "type",
                         "this trainer's optimizer is AdamW with decoupled weight decay: use Adam or AdamW");
     Section p = opt.section("params");
+    // the defaults of DeepSpeed's Adam/AdamW for what params leaves out
+    if (!p.has("lr")) o.learning_rate = 1e-3f;
+    if (!p.has("betas")) o.adam_beta1 = 0.9f, o.adam_beta2 = 0.999f;
+    if (!p.has("eps")) o.adam_eps = 1e-8f;
+    if (!p.has("weight_decay")) o.weight_decay = 0.0f;
     if (p.present()) {
         p.get_float("lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
         p.get_float("weight_decay", 0.0, INFINITY, false, o.weight_decay, "a number >= 0");
@@ -254,7 +497,6 @@ void apply_optimizer(Section& top, TrainOptions& o) {
                           "weight decay is always decoupled (AdamW), never added to the gradient");
         if (p.get_bool("amsgrad", flag) && flag)
             p.unsupported(*p.get("amsgrad"), "amsgrad", "the optimizer is plain AdamW");
-        p.ignore("torch_adam", "the CPU and GPU AdamW are this trainer's own");
         p.finish();
     }
     opt.finish();
@@ -286,7 +528,6 @@ void apply_scheduler(Section& top, TrainOptions& o) {
     if (p.get_string("warmup_type", warmup_type) && warmup_type != "linear")
         note(sch.notes(), "DeepSpeed key %s = \"%s\": warmup here is linear", p.name("warmup_type").c_str(),
              warmup_type.c_str());
-    p.ignore("total_num_steps", "the run's length comes from -x or the data");
     note(sch.notes(), "scheduler %s: %s", type.empty() ? "(no type)" : type.c_str(), shape);
     p.finish();
     sch.finish();
@@ -310,7 +551,11 @@ void apply_offload(Section& z, const char* key, std::string& out) {
 }
 
 void apply_zero(Section& top, TrainOptions& o) {
+    // DeepSpeed's defaults, with or without the section: stage 0, no offload
     Section z = top.section("zero_optimization");
+    if (!z.has("stage")) o.zero_stage = 0;
+    if (!z.has("offload_optimizer") && !z.has("cpu_offload")) o.offload_optimizer = "none";
+    if (!z.has("offload_param")) o.offload_param = "none";
     if (!z.present()) return;
     z.get_int("stage", 0, 3, o.zero_stage, "an integer 0, 1, 2 or 3");
     apply_offload(z, "offload_optimizer", o.offload_optimizer);
@@ -386,4 +631,20 @@ long deepspeed_total_batch(int accum, long train_batch, int micro_batch, int seq
     }
     CHECK((double)seqs * seq_len < 9.0e18, "DeepSpeed batch of %ld sequences of %d tokens is too large", seqs, seq_len);
     return seqs * seq_len;
+}
+
+void resolve_deepspeed_batch(TrainOptions& o, int world) {
+    if ((o.grad_accum <= 0 && o.train_batch_seqs <= 0) || world < 1) return;
+    if (o.derive_micro_batch && o.train_batch_seqs > 0) {  // DeepSpeed's micro-batch from the other two
+        long per_micro = (long)(o.grad_accum > 0 ? o.grad_accum : 1) * world;
+        if (o.train_batch_seqs % per_micro != 0 || o.train_batch_seqs / per_micro > INT_MAX)
+            fail("DeepSpeed train_batch_size (%ld) must be divisible by gradient_accumulation_steps x world size = "
+                 "%d x %d: without train_micro_batch_size_per_gpu the micro-batch is their quotient",
+                 o.train_batch_seqs, o.grad_accum > 0 ? o.grad_accum : 1, world);
+        o.micro_batch = (int)(o.train_batch_seqs / per_micro);
+    }
+    o.total_batch = deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, o.seq_len, world);
+    o.grad_accum = 0;
+    o.train_batch_seqs = 0;
+    o.derive_micro_batch = 0;
 }

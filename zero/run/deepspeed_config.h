@@ -9,9 +9,9 @@
 //   gradient_accumulation_steps, train_batch_size
 //                                             TrainOptions::grad_accum and
 //                                             train_batch_seqs (replacing an
-//                                             earlier -d), made into -d once T and
-//                                             the world size are known
-//                                             (deepspeed_total_batch below)
+//                                             earlier -d), made into -b and -d by
+//                                             DeepSpeed's rules once the world size
+//                                             is known (resolve_deepspeed_batch)
 //   gradient_clipping                         --grad_clip
 //   bf16.enabled / bfloat16.enabled, fp16.enabled
 //                                             -p: bf16, fp16, or fp32 when a bf16
@@ -34,9 +34,18 @@
 //   activation_checkpointing.cpu_checkpointing true
 //                                             -r 2 --offload_activations 1
 //
-// Unknown keys, and known ones this trainer has no use for (steps_per_print,
-// zero_optimization.overlap_comm, ...), are ignored with a "note:" line on
-// stderr each. A known key with a value this trainer cannot honour (nvme
+// A config means what it means in DeepSpeed: where it leaves a value out,
+// DeepSpeed's default holds, not the flag's (stage 0 and no offload without
+// zero_optimization.stage; fp32 unless bf16 or fp16 is enabled; no clipping
+// without gradient_clipping; an Adam/AdamW section without lr, betas, eps or
+// weight_decay: 1e-3, (0.9, 0.999), 1e-8, 0). Without an optimizer section the
+// flags' AdamW settings stay (DeepSpeed then uses the client's optimizer).
+//
+// Every key DeepSpeed documents is known (deepspeed_config.cpp's KNOWN_KEYS):
+// one this trainer has no use for (steps_per_print, zero_optimization.overlap_comm,
+// the bucket sizes, ...) gets a "note:" line on stderr saying why it has no
+// effect; a key DeepSpeed does not know ("stgae") is a one-line error naming the
+// nearest known key. A known key with a value this trainer cannot honour (nvme
 // offload, the Lamb optimizer, amsgrad, fp16 and bf16 both enabled), or a value
 // of the wrong JSON type ("stage": "3"), is a one-line error naming the key.
 // The string "auto" (Hugging Face's placeholder) in place of a value means
@@ -64,5 +73,14 @@ void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes = t
 // neither. A train_batch_size that does not fit is a one-line error.
 long deepspeed_total_batch(int gradient_accumulation_steps, long train_batch_size, int micro_batch, int seq_len,
                            int world);
+
+// Applies DeepSpeed's batch rules once the world size is known (after every flag):
+// of train_batch_size, micro-batch and gradient_accumulation_steps any two
+// determine the third, and all three must agree:
+//   train_batch_size = micro-batch x gradient_accumulation_steps x world size
+// train_batch_size alone means accumulation 1 and micro-batch = train_batch_size
+// / world. The result is set as -b and -d (tokens per step); anything that does
+// not divide is a one-line error quoting the rule.
+void resolve_deepspeed_batch(TrainOptions& o, int world);
 
 // The mapping is implemented in zero/run/deepspeed_config.cpp (compiled once).

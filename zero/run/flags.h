@@ -2,6 +2,7 @@
 // with long names for the rest. One table drives parsing and --help.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -117,6 +118,29 @@ inline void print_usage(const char* prog) {
     printf("\n  -h, --help                 this list\n");
 }
 
+// One option's value as --help prints it.
+inline std::string flag_value_text(const FlagSpec& f, const TrainOptions& o) {
+    char v[256];
+    if (f.i) snprintf(v, sizeof(v), "%d", o.*f.i);
+    else if (f.l) snprintf(v, sizeof(v), "%ld", o.*f.l);
+    else if (f.u) snprintf(v, sizeof(v), "%llu", o.*f.u);
+    else if (f.f) snprintf(v, sizeof(v), "%g", o.*f.f);
+    else if (f.d) snprintf(v, sizeof(v), "%g", o.*f.d);
+    else snprintf(v, sizeof(v), "%s", (o.*f.s).c_str());
+    return v;
+}
+
+// Records which flags' values the DeepSpeed config changed (its batch keys count
+// as -b and -d, which resolve_deepspeed_batch sets from them).
+inline void note_config_settings(const TrainOptions& before, TrainOptions& after) {
+    for (const FlagSpec& f : flag_specs()) {
+        bool batch = (f.i == &TrainOptions::micro_batch || f.l == &TrainOptions::total_batch) &&
+                     (after.grad_accum != before.grad_accum || after.train_batch_seqs != before.train_batch_seqs);
+        if (f.s == &TrainOptions::deepspeed_config) continue;
+        if (batch || flag_value_text(f, before) != flag_value_text(f, after)) after.set_by_config.push_back(f.long_name);
+    }
+}
+
 // Parses argv into opts. Unknown flags and malformed values are one-line errors.
 inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
     for (int i = 1; i < argc; i++) {
@@ -144,6 +168,7 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             if (spec->i) opts.*spec->i = (int)v;
             else opts.*spec->l = v;
             if (spec->l == &TrainOptions::total_batch) opts.grad_accum = 0, opts.train_batch_seqs = 0;  // -d wins
+            if (spec->i == &TrainOptions::micro_batch) opts.derive_micro_batch = 0;  // the micro-batch, given
         } else if (spec->u) {
             unsigned long long v = strtoull(value.c_str(), &end, 10);
             CHECK(*end == '\0' && !value.empty() && errno == 0 && value[0] != '-',
@@ -158,9 +183,37 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
         } else {
             opts.*spec->s = value;
             // the file's settings, as if given as flags here (its notes from rank 0 only)
-            if (spec->s == &TrainOptions::deepspeed_config)
+            if (spec->s == &TrainOptions::deepspeed_config) {
+                TrainOptions before = opts;
                 apply_deepspeed_config(value, opts, detect_launch_env().rank == 0);
+                note_config_settings(before, opts);
+                continue;
+            }
         }
+        const std::string name = spec->long_name;
+        if (std::find(opts.set_by_config.begin(), opts.set_by_config.end(), name) != opts.set_by_config.end())
+            opts.overridden_after_config.push_back(name);
     }
+    LaunchEnv launch = detect_launch_env();
+    resolve_deepspeed_batch(opts, launch.world > 1 ? launch.world : opts.ranks);
     return true;
+}
+
+// The run's header line about the DeepSpeed config: every setting it decided,
+// with its value, and the ones flags after it decided instead.
+inline void print_option_sources(const TrainOptions& o, FILE* out) {
+    if (o.deepspeed_config.empty()) return;
+    std::string from_config, from_flags;
+    for (const FlagSpec& f : flag_specs()) {
+        const std::string name = f.long_name;
+        bool set = std::find(o.set_by_config.begin(), o.set_by_config.end(), name) != o.set_by_config.end();
+        bool overridden = std::find(o.overridden_after_config.begin(), o.overridden_after_config.end(), name) !=
+                          o.overridden_after_config.end();
+        std::string item = " " + name + " " + flag_value_text(f, o);
+        if (set && !overridden) from_config += item;
+        if (overridden) from_flags += item;
+    }
+    fprintf(out, "from %s (DeepSpeed's meaning and defaults):%s\n", o.deepspeed_config.c_str(),
+            from_config.empty() ? " nothing" : from_config.c_str());
+    if (!from_flags.empty()) fprintf(out, "from flags after it:%s\n", from_flags.c_str());
 }

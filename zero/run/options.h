@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 struct TrainOptions {
     // data and model
@@ -59,4 +60,10 @@ struct TrainOptions {
     long train_batch_seqs = 0;  // its train_batch_size, sequences per step over all ranks; 0: -d decides
     // checkpoints
     int overwrite = 0;  // 1: a fresh run may delete the checkpoints already in -o
+    // DeepSpeed's batch rule when its config gave train_batch_size but no micro-batch
+    // (and no -b followed): micro-batch = train_batch_size / (accumulation x world)
+    int derive_micro_batch = 0;
+    // where the settings came from, for the run's header: the flags (long names) the
+    // DeepSpeed config set, and those of them a later flag set again
+    std::vector<std::string> set_by_config, overridden_after_config;
 };
