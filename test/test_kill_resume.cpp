@@ -1,4 +1,5 @@
 // Nothing lost, nothing mixed, under kill -9:
+//   * stdout redirected to a file is line-buffered: a killed run loses no line;
 //   * a short emulated run (2 ranks, stage 2, a checkpoint every step) is
 //     killed with SIGKILL at random moments — during steps, saves and renames
 //     alike — and resumed with -y 1 each time; the final parameters, optimizer
@@ -33,16 +34,17 @@ static int step_lines(const std::string& log) {
 
 // Starts `command` (its output appended to log) and kills it with SIGKILL
 // `delay_ms` after its log has gained `steps` more step lines, unless it ended
-// first (or after 60 s, whatever it is doing); true if it was killed. Counting
+// first (or after give_up_s, whatever it is doing); true if it was killed. Counting
 // steps rather than seconds puts the kills into training on any machine's
 // speed; the delay puts them anywhere in a step or its save.
-static bool run_and_kill(const std::string& command, const std::string& log, int steps, int delay_ms) {
+static bool run_and_kill(const std::string& command, const std::string& log, int steps, int delay_ms,
+                         int give_up_s = 60) {
     const int before = step_lines(log);
     Child c = start_child([&] {
         execl("/bin/sh", "sh", "-c", ("exec " + command + " >>" + log + " 2>&1").c_str(), (char*)nullptr);
         return 127;
     });
-    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(give_up_s);
     int wstatus = 0;
     while (step_lines(log) < before + steps && std::chrono::steady_clock::now() < give_up) {
         if (waitpid(c.pid, &wstatus, WNOHANG) == c.pid) {
@@ -113,6 +115,16 @@ int main(int argc, char** argv) {
                b.size());
         return last;
     };
+
+    // 0. stdout into a file is line-buffered: a killed run has printed every
+    // step it finished (block-buffered, the first 4 KiB would never arrive)
+    TrainerRun endless = base;
+    endless.steps = 100000;
+    endless.checkpoint_every.reset();
+    const std::string endless_log = dir + "/endless.log";
+    run_and_kill(endless.command(), endless_log, 2, 0, 20);
+    EXPECT(step_lines(endless_log) >= 2, "a run killed after its second step left %d step lines in its redirected stdout",
+           step_lines(endless_log));
 
     // 1. kill -9 at random moments, resume, bit-identical
     TrainerRun killed = base;

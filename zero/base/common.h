@@ -48,6 +48,8 @@ inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 inline FILE* open_file(const std::string& path, const char* mode) {
     FILE* f = fopen(path.c_str(), mode);
     CHECK(f != nullptr, "cannot open %s: %s", path.c_str(), strerror(errno));
+    struct stat st;  // a directory opens for reading on Linux, then reads as empty: say what it is
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) fail("%s is a directory, not a file", path.c_str());
     return f;
 }
 

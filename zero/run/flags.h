@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,8 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg == "-h" || arg == "--help") return false;
+        CHECK(arg.size() >= 2 && arg[0] == '-', "unexpected argument '%s': every setting is a flag with a value, "
+              "like -x 10 (see --help)", arg.c_str());
         std::string value;
         size_t eq = arg.find('=');
         if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {  // --flag=value
@@ -178,6 +181,8 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             double v = strtod(value.c_str(), &end);
             CHECK(*end == '\0' && !value.empty() && errno == 0, "flag %s wants a number, got '%s'", arg.c_str(),
                   value.c_str());
+            CHECK(std::isfinite(v) && (!spec->f || std::isfinite((float)v)), "flag %s wants a finite number, got '%s'",
+                  arg.c_str(), value.c_str());
             if (spec->f) opts.*spec->f = (float)v;
             else opts.*spec->d = v;
         } else {

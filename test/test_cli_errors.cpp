@@ -1,0 +1,70 @@
+// The trainer's front door, end to end: absurd input is one "error:" line and
+// exit status 1 before anything runs, and a DeepSpeed config written for
+// DeepSpeed runs as DeepSpeed would run it.
+//   * non-finite hyperparameters (-l inf, -l nan, a float flag beyond float's range);
+//   * a directory where a file belongs (-i, -e, --tokenizer);
+//   * a stray argument that is not a flag;
+//   * a stage-3 config with train_batch_size but no micro-batch, on 4 emulated
+//     ranks: micro-batch train_batch_size / 4, no accumulation, stage 3, and the
+//     header says so; a misspelt key is refused naming the right one.
+//
+// usage: test_cli_errors <path to train_gpt2_zero_cpu>
+#include <cstdio>
+#include <string>
+
+#include "test/trainer_run.h"
+
+int main(int argc, char** argv) {
+    TrainerRun base(trainer_from_args(argc, argv));
+    const std::string dir = "cli_errors";
+    run_command("rm -rf " + dir);
+    make_dir(dir);
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
+    base.model = TINY;
+    base.train = dir + "/train.bin";
+    base.seq_len = 32;
+    base.micro_batch = 2;
+    base.steps = 2;
+
+    auto expect_error = [&](const std::string& extra, const char* needle) {
+        TrainerRun run = base;
+        run.extra = extra;
+        RunResult r = run.try_run();
+        size_t at = r.output.find("error: ");
+        bool one_line = at != std::string::npos && r.output.find('\n', at) == r.output.size() - 1 &&
+                        r.output.find("step ") == std::string::npos;
+        EXPECT(r.status == 1 && r.output.find(needle) != std::string::npos && one_line,
+               "'%s': expected one error line containing '%s' and no training, got status %d:\n%s", r.command.c_str(),
+               needle, r.status, r.output.c_str());
+    };
+    expect_error("-l inf", "flag -l wants a finite number, got 'inf'");
+    expect_error("-l nan", "flag -l wants a finite number, got 'nan'");
+    expect_error("--grad_clip -inf", "flag --grad_clip wants a finite number");
+    expect_error("--adam_eps 1e300", "flag --adam_eps wants a finite number, got '1e300'");
+    expect_error("--device_memory inf", "flag --device_memory wants a finite number");
+    expect_error("-i " + dir, "cli_errors is a directory, not a file");
+    expect_error("-e " + dir + "/", "cli_errors/ is a directory, not a file");
+    expect_error("extra", "unexpected argument 'extra'");
+    expect_error("-x 3 extra -v 1", "unexpected argument 'extra'");
+
+    // DeepSpeed's batch rule on the homework's kind of config
+    FILE* f = open_file(dir + "/ds_stage3.json", "wb");
+    fputs(R"({"train_batch_size": 4, "zero_optimization": {"stage": 3, "overlap_comm": true},
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})", f);
+    fclose(f);
+    TrainerRun ds = base;
+    ds.ranks = 4;
+    ds.extra = "--deepspeed_config " + dir + "/ds_stage3.json";
+    RunResult r = ds.run();
+    for (const char* part : {"training 2 steps from step 0: 128 tokens per step (4 rank(s) x B=1 x T=32 x 1 micro-step(s))",
+                             "--micro_batch 1", "--total_batch 128", "--zero_stage 3", "--adam_beta2 0.999",
+                             "note: ignoring DeepSpeed key zero_optimization.overlap_comm: "})
+        EXPECT(r.output.find(part) != std::string::npos, "the DeepSpeed run's output lacks '%s':\n%s", part,
+               r.output.c_str());
+    f = open_file(dir + "/ds_typo.json", "wb");
+    fputs(R"({"train_batch_size": 4, "zero_optimization": {"stgae": 3}})", f);
+    fclose(f);
+    expect_error("--ranks 4 --deepspeed_config " + dir + "/ds_typo.json",
+                 "unknown DeepSpeed key zero_optimization.stgae (did you mean zero_optimization.stage?)");
+    return test_summary("cli_errors");
+}
