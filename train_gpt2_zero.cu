@@ -326,9 +326,9 @@ int main(int argc, char** argv) {
 #endif
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
         print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
-        refuse_if_too_big(o, run);
-        printf("fits: yes\n");
-        return 0;
+        bool fits_plan = estimate_fit(o, run);
+        printf("fits: %s\n", fits_plan ? "yes" : "no");
+        return fits_plan ? 0 : 1;
     }
     if (!o.consolidate.empty()) {
         consolidate_checkpoint(o.consolidate);

@@ -123,15 +123,15 @@ int main(int argc, char** argv) {
     RunResult refused = big.try_run();
     EXPECT(refused.status == 1, "a run that cannot fit was not refused (status %d)", refused.status);
     EXPECT(refused.output.find("error: predicted out of memory") != std::string::npos &&
-               refused.output.find("these would fit") != std::string::npos &&
-               refused.output.find("-b 1 (same tokens per step)") != std::string::npos,
+               refused.output.find("these would make this run fit") != std::string::npos &&
+               refused.output.find("-b 1 (x8 micro-steps)") != std::string::npos,
            "the refusal does not give the numbers and the alternatives:\n%s", refused.output.c_str());
     EXPECT(refused.output.find("training") == std::string::npos, "it started before refusing:\n%s",
            refused.output.c_str());
     TrainerRun hopeless = gpt2_124m;  // in 1 MiB
     hopeless.extra = "--device_memory 1";
     RunResult nothing_fits = hopeless.try_run();
-    EXPECT(nothing_fits.status == 1 && nothing_fits.output.find("no single change") != std::string::npos,
+    EXPECT(nothing_fits.status == 1 && nothing_fits.output.find("no combination") != std::string::npos,
            "a hopeless run should say nothing fits:\n%s", nothing_fits.output.c_str());
     return test_summary("offload_recompute");
 }

@@ -1,7 +1,18 @@
-// Guard rails: before anything is allocated, the predicted per-rank memory is
-// compared with what the machine has. A run that cannot fit is refused with the
-// numbers, and with the changes that would make it fit (a smaller micro-batch,
-// a higher stage, offload, recomputation), each checked by the same predictor.
+// Guard rails: before anything is allocated, the predicted memory is compared
+// with what the run will have, and a run that cannot fit is refused with the
+// numbers and the cheapest changes that would make it fit.
+//
+// Two questions, answered apart:
+//   * the plan, per rank: does one rank's prediction fit one device of the size
+//     planned for (--device_memory, else this machine's device)? This is what
+//     "would this fit on N GPUs of this size" asks, whatever N is;
+//   * this machine: do the ranks this process runs (all of them when emulating
+//     with --ranks) fit the one device and the host memory it really has?
+// A run needs both; --estimate 1 prints both and exits 1 if the plan does not
+// fit. The advice searches combinations of stage, micro-batch (with gradient
+// accumulation keeping the tokens per step), recomputation and offload, and
+// prints the cheapest few that fit, cheapest first, each checked by the
+// predictor.
 #pragma once
 
 #include <algorithm>
@@ -13,19 +24,16 @@
 #include "zero/engine/memory_predictor.h"
 #include "zero/run/run_setup.h"
 
-// What the predictor does not count, kept free on purpose. Device: cuBLASLt's
-// workspace, the peak-FLOPs probe's three square matrices (0.4-0.8 GiB), NCCL's
-// buffers and fragmentation: 1 GiB plus 2% (the CUDA context itself is already
-// outside cudaMemGetInfo's "free"). Host: pinned memory cannot be swapped, and the
-// OS, the page cache and the data loader need room: 4 GiB plus 10% of MemAvailable.
 constexpr double DEVICE_MARGIN_BYTES = 1073741824.0, DEVICE_MARGIN_FRACTION = 0.02;
 constexpr double HOST_MARGIN_BYTES = 4.0 * 1073741824.0, HOST_MARGIN_FRACTION = 0.10;
 
 struct MemoryCapacity {
-    double device = 0;  // bytes the ranks of this process may use on the device (margin taken off)
-    double host = 0;    // bytes of host memory available (margin taken off)
+    double plan_device = 0;  // bytes of one rank's device in the plan (margin taken off where measured)
+    double device = 0;       // bytes the ranks of this process may use on this machine's device
+    double host = 0;         // bytes of host memory available (margin taken off); 0: unknown
     double device_margin = 0, host_margin = 0;  // what was taken off, printed with a refusal
-    bool shared = false;  // CPU build without --device_memory: "device" and host are the same RAM
+    bool shared = false;   // CPU build: this machine's "device" is its RAM, shared with the host arena
+    bool planned = false;  // --device_memory: the plan's device is not this machine's
     std::string device_what;
 };
 
@@ -45,11 +53,6 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     const double host_total = host_available_bytes();
     c.host_margin = host_total > 0 ? HOST_MARGIN_BYTES + HOST_MARGIN_FRACTION * host_total : 0;
     c.host = host_total > 0 ? std::max(host_total - c.host_margin, 1.0) : 0;  // 0: unknown
-    if (o.device_memory_mib > 0) {  // the user's number, as given: planning for another GPU
-        c.device = o.device_memory_mib * 1048576.0;
-        c.device_what = "--device_memory";
-        return c;
-    }
 #ifdef ZERO_CUDA
     size_t free_b = 0, total_b = 0;
     cudaCheck(cudaMemGetInfo(&free_b, &total_b));
@@ -61,74 +64,162 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     c.shared = true;
     c.device_what = "available RAM, less the margin";
 #endif
+    c.plan_device = c.device;
+    if (o.device_memory_mib > 0) {  // the user's number, as given: planning for another GPU
+        c.plan_device = o.device_memory_mib * 1048576.0;
+        c.planned = true;
+    }
     return c;
 }
 
-// Does a run with this query fit, for `ranks` ranks sharing this process's memory?
-inline bool fits(const MemoryQuery& q, int ranks, const MemoryCapacity& cap, double* device_need, double* host_need) {
+// One rank's predicted reserved bytes: device and host arenas.
+inline void rank_need(const MemoryQuery& q, double& dev, double& host) {
     MemoryPrediction p = predict_memory(q, SHARD_ALIGN);
-    double dev = (double)p.reserved.total(Arena::Device) * ranks, host = (double)p.reserved.total(Arena::Host) * ranks;
-    if (device_need) *device_need = dev;
-    if (host_need) *host_need = host;
-    if (cap.host <= 0) return true;  // unknown: do not guess
-    return cap.shared ? dev + host <= cap.host : dev <= cap.device && host <= cap.host;
+    dev = (double)p.reserved.total(Arena::Device);
+    host = (double)p.reserved.total(Arena::Host);
+}
+
+// The plan: does one rank fit one device of the planned size (and its host part the host)?
+inline bool plan_fits(const MemoryQuery& q, const MemoryCapacity& cap) {
+    double dev, host;
+    rank_need(q, dev, host);
+    if (cap.host <= 0 && !cap.planned) return true;  // unknown: do not guess
+    if (cap.shared && !cap.planned) return dev + host <= cap.plan_device;
+    return dev <= cap.plan_device && (cap.host <= 0 || host <= cap.host);
+}
+
+// This machine: do the `ranks` ranks of this process fit what it really has?
+inline bool machine_fits(const MemoryQuery& q, int ranks, const MemoryCapacity& cap) {
+    double dev, host;
+    rank_need(q, dev, host);
+    if (cap.host <= 0) return true;
+    return cap.shared ? ranks * (dev + host) <= cap.host : ranks * dev <= cap.device && ranks * host <= cap.host;
+}
+
+// A change of the run that the advice may suggest, and what it costs in speed
+// (a rough order: more communication, then recomputation, then host traffic).
+struct FitOption {
+    std::string flags;
+    MemoryQuery q;
+    int cost = 0;
+    double dev = 0, host = 0;
+};
+
+// Every combination of stage, micro-batch (same tokens per step), recomputation
+// and offload at least as frugal as q's, cheapest first, that passes `ok`.
+template <typename Ok>
+std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
+    std::vector<FitOption> out;
+    for (int z = q.stage; z <= 3; z++)
+        for (int b = q.micro_batch; b >= 1; b /= 2) {
+            if (q.micro_batch % b != 0) continue;
+            for (int r = q.recompute; r <= 2; r++)
+                for (int off = 0; off <= 2; off++)  // none, optimizer, optimizer + parameters
+                    for (int act = 0; act <= 1; act++) {
+                        MemoryQuery a = q;
+                        a.stage = z, a.micro_batch = b, a.micro_steps = q.micro_steps * (q.micro_batch / b);
+                        a.recompute = r;
+                        a.offload_optimizer = q.offload_optimizer || off >= 1;
+                        a.offload_param = q.offload_param || off >= 2;
+                        a.offload_activations = q.offload_activations || act == 1;
+                        if ((a.offload_optimizer && z == 0) || (a.offload_param && z != 3) ||
+                            (a.offload_activations && r != 2))
+                            continue;  // not a valid run
+                        if (off >= 1 && q.offload_optimizer && off == 1) continue;
+                        if (off >= 2 && q.offload_param) continue;
+                        if (act == 1 && q.offload_activations) continue;
+                        FitOption f;
+                        f.q = a;
+                        int halvings = 0;
+                        for (int k = q.micro_batch / b; k > 1; k /= 2) halvings++;
+                        f.cost = (z - q.stage) + (z == 3 && q.stage < 3 ? 1 : 0) + halvings +
+                                 (r > q.recompute ? (r == 1 ? 1 : 3) - (q.recompute == 1 ? 1 : 0) : 0) +
+                                 (a.offload_optimizer && !q.offload_optimizer ? 4 : 0) +
+                                 (a.offload_param && !q.offload_param ? 4 : 0) +
+                                 (a.offload_activations && !q.offload_activations ? 2 : 0);
+                        if (f.cost == 0 || !ok(a)) continue;
+                        rank_need(a, f.dev, f.host);
+                        std::string fl;
+                        if (z != q.stage) fl += " -z " + std::to_string(z);
+                        if (b != q.micro_batch)
+                            fl += " -b " + std::to_string(b) + " (x" + std::to_string(a.micro_steps) + " micro-steps)";
+                        if (r != q.recompute) fl += " -r " + std::to_string(r);
+                        if (a.offload_optimizer != q.offload_optimizer) fl += " --offload_optimizer cpu";
+                        if (a.offload_param != q.offload_param) fl += " --offload_param cpu";
+                        if (a.offload_activations != q.offload_activations) fl += " --offload_activations 1";
+                        f.flags = fl.substr(1);
+                        out.push_back(f);
+                    }
+        }
+    std::stable_sort(out.begin(), out.end(), [](const FitOption& a, const FitOption& b) {
+        return a.cost != b.cost ? a.cost < b.cost : a.dev + a.host < b.dev + b.host;
+    });
+    return out;
+}
+
+constexpr int FIT_OPTIONS_SHOWN = 4;
+
+inline void print_fit_options(const std::vector<FitOption>& options, const char* what) {
+    const double GiB = 1073741824.0;
+    if (options.empty()) {
+        printf("  no combination of stage, micro-batch, recompute and offload makes %s fit\n", what);
+        return;
+    }
+    printf("  these would make %s fit (cheapest first; all keep the tokens per step; memory per rank):\n", what);
+    for (size_t i = 0; i < options.size() && i < (size_t)FIT_OPTIONS_SHOWN; i++)
+        printf("    %-62s device %8.2f GiB, host %8.2f GiB\n", options[i].flags.c_str(), options[i].dev / GiB,
+               options[i].host / GiB);
+}
+
+// Both answers, one line each; true if the plan fits (the machine answered apart).
+inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run, bool* machine_ok = nullptr) {
+    const double GiB = 1073741824.0;
+    MemoryCapacity cap = memory_capacity(o);
+    MemoryQuery q = run.memory_query(o);
+    const int ranks = run.ranks_per_process;
+    double dev, host;
+    rank_need(q, dev, host);
+    bool plan = plan_fits(q, cap), machine = machine_fits(q, ranks, cap);
+    printf("per rank: %.2f GiB device + %.2f GiB host, on a device of %.2f GiB (%s): %s\n", dev / GiB, host / GiB,
+           cap.plan_device / GiB, cap.planned ? "--device_memory" : cap.device_what.c_str(),
+           plan ? "fits" : "does NOT fit");
+    if (ranks > 1 || cap.planned)
+        printf("this machine hosting %d rank(s): %.2f GiB %s, has %.2f GiB%s: %s\n", ranks,
+               ranks * (cap.shared ? dev + host : dev) / GiB, cap.shared ? "of RAM" : "on the device",
+               (cap.shared ? cap.host : cap.device) / GiB, cap.shared ? "" : " (the host too)",
+               machine ? "fits" : "does NOT fit");
+    if (machine_ok) *machine_ok = machine;
+    return plan;
+}
+
+// --estimate 1: both answers, and the advice where the plan does not fit.
+inline bool estimate_fit(const TrainOptions& o, const RunSetup& run) {
+    bool machine = true;
+    bool plan = print_fit_answers(o, run, &machine);
+    MemoryCapacity cap = memory_capacity(o);
+    if (!plan)
+        print_fit_options(fitting_options(run.memory_query(o), [&](const MemoryQuery& a) { return plan_fits(a, cap); }),
+                          "each rank");
+    return plan;
 }
 
 inline void refuse_if_too_big(const TrainOptions& o, const RunSetup& run) {
     MemoryCapacity cap = memory_capacity(o);
     MemoryQuery q = run.memory_query(o);
-    int ranks = run.ranks_per_process;
-    double dev = 0, host = 0;
-    if (fits(q, ranks, cap, &dev, &host)) return;
-
-    // what would fit instead, each alternative checked by the predictor
-    struct Option {
-        std::string flags;
-        MemoryQuery q;
-    };
-    std::vector<Option> options;
-    for (int b = o.micro_batch / 2; b >= 1; b /= 2) {
-        MemoryQuery a = q;
-        a.micro_batch = b;
-        a.micro_steps = q.micro_steps * (o.micro_batch / b);
-        if (o.micro_batch % b == 0) options.push_back({"-b " + std::to_string(b) + " (same tokens per step)", a});
-    }
-    for (int z = q.stage + 1; z <= 3; z++) {
-        MemoryQuery a = q;
-        a.stage = z;
-        options.push_back({"-z " + std::to_string(z), a});
-    }
-    if (!q.offload_optimizer && q.stage >= 1) {
-        MemoryQuery a = q;
-        a.offload_optimizer = true;
-        options.push_back({"--offload_optimizer cpu", a});
-    }
-    {
-        MemoryQuery a = q;
-        a.stage = 3, a.offload_optimizer = true, a.offload_param = true;
-        options.push_back({"-z 3 --offload_optimizer cpu --offload_param cpu", a});
-    }
-    for (int r = q.recompute + 1; r <= 2; r++) {
-        MemoryQuery a = q;
-        a.recompute = r;
-        options.push_back({"-r " + std::to_string(r), a});
-    }
+    const int ranks = run.ranks_per_process;
+    if (plan_fits(q, cap) && machine_fits(q, ranks, cap)) return;
     const double GiB = 1073741824.0;
-    printf("this run does not fit: per process it needs %.2f GiB of device memory and %.2f GiB of host memory;\n",
-           dev / GiB, host / GiB);
-    if (cap.shared) printf("  both are this machine's RAM here: %.2f GiB available after a %.2f GiB margin\n",
-                           cap.host / GiB, cap.host_margin / GiB);
-    else printf("  the device has %.2f GiB (%s of %.2f GiB), the host %.2f GiB available after a %.2f GiB margin\n",
+    double dev, host;
+    rank_need(q, dev, host);
+    printf("this run does not fit:\n");
+    print_fit_answers(o, run);
+    if (cap.shared) printf("  (this machine's RAM: %.2f GiB available after a %.2f GiB margin)\n", cap.host / GiB,
+                           cap.host_margin / GiB);
+    else printf("  (the device: %.2f GiB, %s of %.2f GiB; the host %.2f GiB available after a %.2f GiB margin)\n",
                 cap.device / GiB, cap.device_what.c_str(), cap.device_margin / GiB, cap.host / GiB, cap.host_margin / GiB);
-    int shown = 0;
-    for (const Option& opt : options) {
-        double d = 0, h = 0;
-        if (!fits(opt.q, ranks, cap, &d, &h)) continue;
-        if (shown++ == 0) printf("  these would fit:\n");
-        printf("    %-52s device %8.2f GiB, host %8.2f GiB\n", opt.flags.c_str(), d / GiB, h / GiB);
-    }
-    if (shown == 0) printf("  no single change of micro-batch, stage, offload or recompute makes it fit\n");
+    print_fit_options(fitting_options(q, [&](const MemoryQuery& a) { return plan_fits(a, cap) && machine_fits(a, ranks, cap); }),
+                      "this run");
     fflush(stdout);  // the explanation before the one-line error on stderr
-    fail("predicted out of memory: needs %.2f GiB device + %.2f GiB host per process, has %.2f GiB%s (see above)",
-         dev / GiB, host / GiB, (cap.shared ? cap.host : cap.device) / GiB, cap.shared ? " of RAM" : " on the device");
+    fail("predicted out of memory: each rank needs %.2f GiB device + %.2f GiB host%s (see above)", dev / GiB, host / GiB,
+         plan_fits(q, cap) ? "; it fits the planned device, but this machine cannot host all its ranks" : "");
 }

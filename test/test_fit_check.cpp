@@ -1,0 +1,69 @@
+// The fit check answers per rank, and apart from that for the machine hosting
+// the emulation; its advice searches combinations and every suggestion fits.
+//   * 64 emulated ranks of GPT-2 1.5B (d48, bf16, stage 3) planned for 40000 MiB
+//     devices: each rank fits (--estimate 1 exits 0), whatever the 64 ranks
+//     together would need of this machine;
+//   * a real run of that needs this machine to hold all 64: refused, saying the
+//     plan fits and the machine does not;
+//   * d48 at -z 1 -b 4 in 4000 MiB per rank: no single change fits; the advice
+//     lists combinations, cheapest first, and each one, re-estimated with its
+//     flags, fits.
+//
+// usage: test_fit_check <path to train_gpt2_zero_cpu>
+#include <cstdio>
+#include <sstream>
+#include <string>
+
+#include "test/trainer_run.h"
+
+int main(int argc, char** argv) {
+    const std::string trainer = trainer_from_args(argc, argv);
+    auto estimate = [&](const std::string& flags) {
+        return run_command(trainer + " -e d48 -t 1024 -p bf16 " + flags + " --estimate 1");
+    };
+
+    // per rank, not per process
+    CommandResult many = estimate("-b 1 -z 3 --ranks 64 --device_memory 40000");
+    EXPECT(many.status == 0 && many.output.find("on a device of 39.06 GiB (--device_memory): fits") != std::string::npos &&
+               many.output.find("this machine hosting 64 rank(s):") != std::string::npos &&
+               many.output.find("fits: yes") != std::string::npos,
+           "64 ranks, each fitting a 40000 MiB device:\n%s", many.output.c_str());
+    CommandResult run = run_command(trainer + " -e d48 -t 1024 -p bf16 -b 1 -z 3 --ranks 64 --device_memory 40000 -x 1");
+    EXPECT(run.status == 1 && run.output.find("it fits the planned device, but this machine cannot host all its ranks") !=
+                                  std::string::npos,
+           "a run whose 64 ranks this machine cannot hold:\n%s", run.output.c_str());
+
+    // the advice: combinations, each of which fits
+    CommandResult tight = estimate("-b 4 -z 1 --ranks 8 --device_memory 4000");
+    EXPECT(tight.status == 1 && tight.output.find("fits: no") != std::string::npos &&
+               tight.output.find("these would make each rank fit (cheapest first") != std::string::npos,
+           "d48 -z 1 -b 4 in 4000 MiB:\n%s", tight.output.c_str());
+    std::istringstream lines(tight.output);
+    std::string line;
+    int suggestions = 0, single_changes = 0;
+    while (std::getline(lines, line)) {
+        size_t dev = line.find("device ");
+        if (line.rfind("    -", 0) != 0 || dev == std::string::npos) continue;
+        std::string flags = line.substr(4, dev - 4);
+        std::string plain;  // the flags without the "(xN micro-steps)" remarks
+        for (size_t i = 0; i < flags.size(); i++) {
+            if (flags[i] == '(') i = flags.find(')', i);
+            else plain += flags[i];
+        }
+        int changes = 0;
+        for (size_t i = 0; i + 1 < plain.size(); i++) changes += plain[i] == '-' && (i == 0 || plain[i - 1] == ' ');
+        single_changes += changes == 1;
+        CommandResult again = estimate("-b 4 -z 1 --ranks 8 --device_memory 4000 " + plain);
+        EXPECT(again.status == 0 && again.output.find("fits: yes") != std::string::npos,
+               "the suggestion '%s' does not fit when estimated:\n%s", plain.c_str(), again.output.c_str());
+        suggestions++;
+    }
+    EXPECT(suggestions >= 2, "%d suggestions:\n%s", suggestions, tight.output.c_str());
+    EXPECT(single_changes == 0, "a single change was suggested where none fits:\n%s", tight.output.c_str());
+    // the same without the estimate: refused before allocating anything
+    CommandResult refused = run_command(trainer + " -e d48 -t 1024 -p bf16 -b 4 -z 1 --ranks 8 --device_memory 4000 -x 1");
+    EXPECT(refused.status == 1 && refused.output.find("error: predicted out of memory") != std::string::npos &&
+               refused.output.find("training") == std::string::npos,
+           "refusal:\n%s", refused.output.c_str());
+    return test_summary("fit_check");
+}
