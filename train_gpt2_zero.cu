@@ -298,7 +298,7 @@ template <typename T>
 void run_world(const TrainOptions& o, const RunSetup& run) {
 #ifdef ZERO_CUDA
     if (run.launch.world > 1) {  // one rank per process and GPU, under mpirun/srun/torchrun
-        run_nccl_rank(run.launch, [&](Comm& comm) { train_rank<T>(o, run, comm); });
+        run_nccl_rank(run.launch, [&](Comm& comm) { train_rank<T>(o, run, comm); }, o.timeout_s);
         return;
     }
 #endif
@@ -306,7 +306,7 @@ void run_world(const TrainOptions& o, const RunSetup& run) {
         KernelCtx comm_ctx;
         EmulatedComm comm(world, rank, comm_ctx);
         train_rank<T>(o, run, comm);
-    });
+    }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
 }
 
 int main(int argc, char** argv) {

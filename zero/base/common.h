@@ -7,6 +7,7 @@
 // multi-process job does too when one rank dies.
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
@@ -21,6 +22,11 @@
 #include <unistd.h>
 
 [[noreturn]] inline void fail(const char* fmt, ...) {
+    // one line per process: when several rank threads fail at once (a watchdog
+    // firing on every waiting rank), the first prints and ends the process
+    static std::atomic<bool> failing{false};
+    if (failing.exchange(true))
+        for (;;) pause();
     fflush(stdout);
     std::va_list args;
     va_start(args, fmt);

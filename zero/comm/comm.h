@@ -15,6 +15,10 @@
 #include "zero/base/backend.h"
 #include "zero/base/dtype.h"
 
+// How long a rank waits in a collective for the others when --timeout does not
+// say: long enough for rank 0 to write a large checkpoint while the others wait.
+constexpr double COLLECTIVE_TIMEOUT_S = 900.0;
+
 enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, COUNT };
 constexpr int NUM_COMM_OPS = (int)CommOp::COUNT;
 

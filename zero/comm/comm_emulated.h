@@ -14,44 +14,65 @@
 // sends what peers read from it.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "zero/comm/comm.h"
 
-// A reusable barrier for a fixed number of threads (std::barrier is C++20).
+// A reusable barrier for a fixed number of threads (std::barrier is C++20),
+// with a watchdog: a rank that waits longer than timeout_s (0: forever) ends
+// the process with a line naming itself, what it waited in, and the ranks that
+// never arrived -- a rank stuck in a loop or in another collective would
+// otherwise hang the whole job without a word.
 class ThreadBarrier {
   public:
-    explicit ThreadBarrier(int n) : count(n) {}
-    void wait() {
+    explicit ThreadBarrier(int n, double timeout_s = 0) : count(n), timeout(timeout_s), arrivals(n, 0) {}
+    void wait(int rank = -1, const char* what = "a barrier") {
         std::unique_lock<std::mutex> lock(mu);
         uint64_t gen = generation;
+        if (rank >= 0 && rank < count) arrivals[rank] = gen + 1;
         if (++arrived == count) {
             arrived = 0;
             generation++;
             cv.notify_all();
-        } else {
-            cv.wait(lock, [&] { return gen != generation; });
+            return;
         }
+        auto released = [&] { return gen != generation; };
+        if (timeout <= 0) {
+            cv.wait(lock, released);
+            return;
+        }
+        if (cv.wait_for(lock, std::chrono::duration<double>(timeout), released)) return;
+        std::string missing;
+        int n_missing = 0;
+        for (int k = 0; k < count; k++)
+            if (arrivals[k] != gen + 1) missing += (n_missing++ ? ", " : "") + std::to_string(k);
+        fail("rank %d waited %.0f s in %s for rank(s) %s, which never arrived (stuck, or in another collective); "
+             "--timeout sets the limit",
+             rank, timeout, what, n_missing ? missing.c_str() : "(unknown)");
     }
 
   private:
     std::mutex mu;
     std::condition_variable cv;
     const int count;
+    const double timeout;
     int arrived = 0;
     uint64_t generation = 0;
+    std::vector<uint64_t> arrivals;  // per rank: 1 + the generation it last arrived in
 };
 
 // What the ranks of one emulated world share: the barrier and the mailboxes in
 // which each rank publishes its buffer pointers, scalars and events.
 struct EmulatedWorld {
-    explicit EmulatedWorld(int n)
-        : world(n), barrier(n), send(n), recv(n), scalar(n), ready(n), done(n) {}
+    explicit EmulatedWorld(int n, double timeout_s = 0)
+        : world(n), barrier(n, timeout_s), send(n), recv(n), scalar(n), ready(n), done(n) {}
     const int world;
     ThreadBarrier barrier;
     std::vector<const void*> send;
@@ -77,7 +98,7 @@ class EmulatedComm : public Comm {
         // chunk r of every peer into its own chunk r, then copies peers' chunks.
         size_t esz = dtype_size(dt);
         size_t lo = chunk_begin(count, rank), hi = chunk_begin(count, rank + 1);
-        enter(buf, buf, s);
+        enter(buf, buf, s, "all_reduce");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + lo * esz;
         reduce(dt, (char*)buf + lo * esz, srcs.data(), hi - lo, s);
@@ -97,7 +118,7 @@ class EmulatedComm : public Comm {
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
         size_t esz = dtype_size(dt);
-        enter(send, recv, s);
+        enter(send, recv, s, "reduce_scatter");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
         reduce(dt, recv, srcs.data(), recvcount, s);
@@ -108,7 +129,7 @@ class EmulatedComm : public Comm {
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
         size_t bytes = sendcount * dtype_size(dt);
-        enter(send, recv, s);
+        enter(send, recv, s, "all_gather");
         for (int k = 0; k < world; k++) {
             if (k == rank && send == (const char*)recv + k * bytes) continue;  // in place: mine is there
             device_copy((char*)recv + k * bytes, shared.send[k], bytes, s);
@@ -119,14 +140,14 @@ class EmulatedComm : public Comm {
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
-        enter(buf, buf, s);
+        enter(buf, buf, s, "broadcast");
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
         // as a pipelined chain: the root sends the buffer once, every other rank receives it once
         stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
     }
 
-    void barrier() override { shared.barrier.wait(); }
+    void barrier() override { shared.barrier.wait(rank, "barrier"); }
 
     double sum_scalar(double x) override {
         return scalar_reduce(x, [](double a, double b) { return a + b; });
@@ -142,25 +163,25 @@ class EmulatedComm : public Comm {
     size_t chunk_begin(size_t count, int k) const { return count * k / world; }
 
     // Publish my buffers and make my stream wait until every peer's data is ready.
-    void enter(const void* send, void* recv, Stream s) {
+    void enter(const void* send, void* recv, Stream s, const char* what) {
         shared.send[rank] = send;
         shared.recv[rank] = recv;
         event_record(shared.ready[rank], s);
-        shared.barrier.wait();
+        shared.barrier.wait(rank, what);
         for (int k = 0; k < world; k++)
             if (k != rank) stream_wait(s, shared.ready[k]);
     }
     // Between the two phases of an all-reduce: everyone's reduced chunk is ready.
     void middle(Stream s) {
         event_record(shared.ready[rank], s);
-        shared.barrier.wait();
+        shared.barrier.wait(rank, "all_reduce");
         for (int k = 0; k < world; k++)
             if (k != rank) stream_wait(s, shared.ready[k]);
     }
     // Do not return (and later overwrite my buffers) until every peer has read them.
     void leave(Stream s) {
         event_record(shared.done[rank], s);
-        shared.barrier.wait();
+        shared.barrier.wait(rank, "a collective's exit");
         for (int k = 0; k < world; k++)
             if (k != rank) stream_wait(s, shared.done[k]);
     }
@@ -177,10 +198,10 @@ class EmulatedComm : public Comm {
 
     double scalar_reduce(double x, double (*op)(double, double)) {
         shared.scalar[rank] = x;
-        shared.barrier.wait();
+        shared.barrier.wait(rank, "a scalar reduction");
         double acc = shared.scalar[0];
         for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
-        shared.barrier.wait();  // nobody overwrites its mailbox before all have read
+        shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
         stats.add(CommOp::Scalar, (uint64_t)(world - 1) * sizeof(double), (uint64_t)(world - 1) * sizeof(double));
         return acc;
     }
@@ -188,9 +209,10 @@ class EmulatedComm : public Comm {
 
 // Runs fn(comm) on `world` threads, one emulated rank each, and waits for all.
 // Each rank gets its own kernel context (stream); ranks must not share buffers
-// except through the collectives.
-inline void run_emulated_ranks(int world, const std::function<void(int rank, EmulatedWorld&)>& fn) {
-    EmulatedWorld shared(world);
+// except through the collectives. timeout_s > 0: the barriers' watchdog.
+inline void run_emulated_ranks(int world, const std::function<void(int rank, EmulatedWorld&)>& fn,
+                               double timeout_s = 0) {
+    EmulatedWorld shared(world, timeout_s);
     std::vector<std::thread> threads;
     for (int r = 0; r < world; r++) threads.emplace_back([&, r] { fn(r, shared); });
     for (auto& t : threads) t.join();

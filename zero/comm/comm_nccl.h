@@ -29,7 +29,9 @@
 
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -68,16 +70,26 @@ inline ncclDataType_t nccl_dtype(DType dt) {
 
 class NcclComm : public Comm {
   public:
-    // Takes ownership of `c` (finalised and destroyed with this object).
-    NcclComm(ncclComm_t c, int rank_, int world_) : Comm(rank_, world_), comm(c) {
+    // Takes ownership of `c` (finalised and destroyed with this object). A
+    // collective not done timeout_s after it was issued ends the job (watchdog()).
+    NcclComm(ncclComm_t c, int rank_, int world_, double timeout_s = COLLECTIVE_TIMEOUT_S)
+        : Comm(rank_, world_), comm(c), timeout(timeout_s) {
         internal = stream_create();
         last_done = event_create();
         scalars_host = (double*)host_malloc(world * sizeof(double));
         scalars_dev = (double*)device_malloc(world * sizeof(double));
+        cudaCheck(cudaGetDevice(&device));
+        watcher = std::thread([this] { watchdog(); });
     }
     ~NcclComm() override {
         // everything this rank enqueued must be done before NCCL lets go of it
         cudaCheck(cudaDeviceSynchronize());
+        {
+            std::lock_guard<std::mutex> lock(watch_mu);
+            stopping = true;
+        }
+        watch_cv.notify_all();
+        watcher.join();
         ncclCheck(ncclCommFinalize(comm));
         ncclCheck(ncclCommDestroy(comm));
         device_free(scalars_dev);
@@ -94,7 +106,7 @@ class NcclComm : public Comm {
         if (count > 0) {
             ordered(s);
             ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
-            issued(s);
+            issued(s, "all_reduce");
         }
         // ring: reduce-scatter then all-gather; each direction moves the whole
         // buffer less one chunk per phase. Counted as the emulated backend does:
@@ -108,7 +120,7 @@ class NcclComm : public Comm {
         if (recvcount > 0) {
             ordered(s);
             ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
-            issued(s);
+            issued(s, "reduce_scatter");
         }
         uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
         stats.add(CommOp::ReduceScatter, moved, moved);
@@ -118,7 +130,7 @@ class NcclComm : public Comm {
         if (sendcount > 0) {
             ordered(s);
             ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
-            issued(s);
+            issued(s, "all_gather");
         }
         uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
         stats.add(CommOp::AllGather, moved, moved);
@@ -128,7 +140,7 @@ class NcclComm : public Comm {
         if (bytes > 0) {
             ordered(s);
             ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
-            issued(s);
+            issued(s, "broadcast");
         }
         // pipelined chain: the root sends the buffer once, every other rank receives it once
         stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
@@ -138,7 +150,7 @@ class NcclComm : public Comm {
     void barrier() override {
         ordered(internal);
         ncclCheck(ncclAllReduce(scalars_dev, scalars_dev, 1, ncclFloat64, ncclSum, comm, internal));
-        issued(internal);
+        issued(internal, "a barrier");
         wait(internal);
     }
 
@@ -164,14 +176,56 @@ class NcclComm : public Comm {
     double* scalars_host;  // pinned, world doubles
     double* scalars_dev;
 
+    // the watchdog's view: the latest collective, when it was issued
+    double timeout;
+    int device = 0;
+    std::thread watcher;
+    std::mutex watch_mu;
+    std::condition_variable watch_cv;
+    bool stopping = false;
+    const char* last_op = "";
+    std::chrono::steady_clock::time_point last_issued;
+
     // Keep this communicator's collectives in issue order across streams.
     void ordered(Stream s) {
         if (any_issued && s != last_stream) stream_wait(s, last_done);
     }
-    void issued(Stream s) {
+    void issued(Stream s, const char* op) {
+        std::lock_guard<std::mutex> lock(watch_mu);
         event_record(last_done, s);
         last_stream = s;
         any_issued = true;
+        last_op = op;
+        last_issued = std::chrono::steady_clock::now();
+    }
+
+    // A thread per rank that polls NCCL's asynchronous error (a peer that died, a
+    // broken connection) and the latest collective: the GPU runs collectives in
+    // issue order, so if the latest is not done `timeout` seconds after it was
+    // issued, some rank never joined it (or an earlier one) and the job would hang
+    // wherever the host next waits (cudaStreamSynchronize included). Either way
+    // the communicator is aborted and the process ends with a line saying why.
+    void watchdog() {
+        cudaSetDevice(device);
+        std::unique_lock<std::mutex> lock(watch_mu);
+        while (!watch_cv.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping; })) {
+            ncclResult_t async = ncclSuccess;
+            ncclResult_t r = ncclCommGetAsyncError(comm, &async);
+            if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
+                std::string why = nccl_error_text(async);
+                ncclCommAbort(comm);
+                fail("rank %d: NCCL failed in %s: %s (a peer rank died or its connection broke)", rank, last_op,
+                     why.c_str());
+            }
+            if (!any_issued || timeout <= 0) continue;
+            double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_issued).count();
+            if (waited > timeout && cudaEventQuery(last_done) == cudaErrorNotReady) {
+                ncclCommAbort(comm);
+                fail("rank %d: %s issued %.0f s ago has not completed: some rank died or never joined it (or an "
+                     "earlier collective); --timeout sets the limit",
+                     rank, last_op, waited);
+            }
+        }
     }
 
     // Waits for `s`, watching for NCCL's asynchronous errors (a peer that died, a
@@ -200,7 +254,7 @@ class NcclComm : public Comm {
         cudaCheck(cudaMemcpyAsync(scalars_dev + rank, scalars_host + rank, sizeof(double), cudaMemcpyHostToDevice,
                                   internal));
         ncclCheck(ncclAllGather(scalars_dev + rank, scalars_dev, 1, ncclFloat64, comm, internal));  // in place
-        issued(internal);
+        issued(internal, "a scalar reduction");
         cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
                                   internal));
         wait(internal);
@@ -231,7 +285,7 @@ inline int select_rank_device(const LaunchEnv& env) {
 // Runs fn(comm) as rank env.rank of env.world: picks and binds the GPU, meets the
 // other ranks (zero/comm/bootstrap.h), creates the NCCL communicator, and tears it
 // down after fn returns.
-inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>& fn) {
+inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>& fn, double timeout_s = 0) {
     const int device = select_rank_device(env);
     cudaCheck(cudaSetDevice(device));
 
@@ -246,13 +300,15 @@ inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>
     CHECK(gethostname(host, sizeof(host) - 1) == 0, "rank %d: gethostname failed: %s", env.rank, strerror(errno));
     mine.host = host;
 
+    BootstrapOptions boot = bootstrap_options_from_env();
+    if (timeout_s > 0) boot.timeout_s = timeout_s;  // --timeout
     std::vector<uint8_t> id_bytes = rendezvous(env, mine, [](const std::vector<BootstrapRecord>&) {
         ncclUniqueId id;
         ncclResult_t r = ncclGetUniqueId(&id);
         // thrown, not failed: the rendezvous then gives every rank this message
         if (r != ncclSuccess) throw std::runtime_error("rank 0: ncclGetUniqueId failed: " + nccl_error_text(r));
         return std::vector<uint8_t>((const uint8_t*)&id, (const uint8_t*)&id + sizeof(id));
-    });
+    }, boot);
     CHECK(id_bytes.size() == sizeof(ncclUniqueId), "rank %d: the rendezvous gave %zu bytes, not an NCCL id of %zu",
           env.rank, id_bytes.size(), sizeof(ncclUniqueId));
     ncclUniqueId id;
@@ -268,7 +324,7 @@ inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>
         fflush(stdout);
     }
     {
-        NcclComm comm(c, env.rank, env.world);
+        NcclComm comm(c, env.rank, env.world, timeout_s > 0 ? timeout_s : COLLECTIVE_TIMEOUT_S);
         fn(comm);
     }
 }

@@ -94,6 +94,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--loss_scale_window", &O::loss_scale_window, "fp16: clean steps before doubling"),
         flag(nullptr, "--hysteresis", &O::hysteresis, "fp16: overflows tolerated before halving"),
         flag(nullptr, "--min_loss_scale", &O::min_loss_scale, "fp16: floor of the dynamic scale"),
+        flag(nullptr, "--timeout", &O::timeout_s,
+             "seconds a rank waits for the others (rendezvous, any collective) before the job ends naming whom it "
+             "waited for (0: 300 s at the rendezvous or ZERO_BOOTSTRAP_TIMEOUT, 900 s in a collective)"),
         flag(nullptr, "--overwrite", &O::overwrite,
              "1: delete the checkpoints an earlier run left in -o and start afresh (without it such a run is refused)"),
     };

@@ -60,6 +60,10 @@ struct TrainOptions {
     long train_batch_seqs = 0;  // its train_batch_size, sequences per step over all ranks; 0: -d decides
     // checkpoints
     int overwrite = 0;  // 1: a fresh run may delete the checkpoints already in -o
+    // hangs: seconds a rank waits for the others (rendezvous, collectives) before the
+    // job ends naming whom it waited for; 0: the rendezvous' ZERO_BOOTSTRAP_TIMEOUT or
+    // 300 s, and COLLECTIVE_TIMEOUT_S (zero/comm/comm.h) in collectives
+    double timeout_s = 0;
     // DeepSpeed's batch rule when its config gave train_batch_size but no micro-batch
     // (and no -b followed): micro-batch = train_batch_size / (accumulation x world)
     int derive_micro_batch = 0;
