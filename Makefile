@@ -50,7 +50,7 @@ HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp ke
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
 HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS))
 
-.PHONY: all cpu train test clean deps test-deps print-cuda-flags
+.PHONY: all cpu train test clean deps test-deps print-cuda-flags fuzz fuzz-run
 all: train_gpt2_zero
 
 build/cuda/%.o: %.cu
@@ -113,6 +113,47 @@ test: test-deps data train_gpt2_zero_cpu
 	cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/test -j 2
 	cd build/test && ctest --output-on-failure
+
+# ---------------------------------------------------------------------------
+# make fuzz: libFuzzer targets for every parser of untrusted bytes (test/fuzz/:
+# JSON, DeepSpeed configs, model files, token shards, the tokenizer, encoder.json
+# and vocab.bpe, checkpoint manifests and state files, the launcher's variables),
+# built with clang (Debian's clang package), AddressSanitizer and
+# UndefinedBehaviorSanitizer; not part of the product. `make fuzz-run` runs each
+# for FUZZ_SECONDS from its committed seeds (test/fuzz/corpus/<target>/), keeps
+# what it finds in build/fuzz/corpus/<target>/ and crashes in
+# build/fuzz/crashes/<target>/ (a reproducer to commit into test/fuzz/crashes/
+# once fixed). `make test` replays the committed corpora through the same
+# targets built with g++ and a plain main() (test/fuzz_tests.cmake): no clang.
+FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.cpp,%,$(sort $(wildcard test/fuzz/fuzz_*.cpp)))
+FUZZ_CXX ?= clang++
+FUZZ_FLAGS ?= -g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
+              -I. -DZERO_CPU -DZERO_FAIL_THROWS
+FUZZ_HOST_OBJS := $(patsubst %.cpp,build/fuzz/host/%.o,zero/base/json.cpp zero/run/deepspeed_config.cpp \
+                  zero/comm/bootstrap.cpp)
+FUZZ_HEADERS := $(shell find zero data kernels test/fuzz -name '*.h')
+FUZZ_SECONDS ?= 60
+
+.PRECIOUS: build/fuzz/host/%.o
+fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+build/fuzz/host/%.o: %.cpp $(FUZZ_HEADERS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -c $< -o $@
+
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.cpp $(FUZZ_HOST_OBJS) $(FUZZ_HEADERS)
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) $< $(FUZZ_HOST_OBJS) -o $@ -lpthread
+
+fuzz-run: fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	    mkdir -p build/fuzz/corpus/$$t build/fuzz/crashes/$$t; \
+	    echo "fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	    ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_$$t build/fuzz/corpus/$$t test/fuzz/corpus/$$t \
+	        -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+	        -artifact_prefix=build/fuzz/crashes/$$t/ > build/fuzz/$$t.log 2>&1 || echo "  $$t FOUND A CRASH: build/fuzz/$$t.log"; \
+	    grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units|INFO: seed corpus" build/fuzz/$$t.log | sed 's/^/  /'; \
+	done
 
 clean:
 	rm -rf build train_gpt2_zero train_gpt2_zero_cpu

@@ -21,7 +21,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifdef ZERO_FAIL_THROWS
+// Fuzzing builds (test/fuzz/): a refusal is an exception the harness catches,
+// so one process can try millions of inputs; the product always exits.
+#include <stdexcept>
+struct Refusal : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+#endif
+
 [[noreturn]] inline void fail(const char* fmt, ...) {
+#ifdef ZERO_FAIL_THROWS
+    {
+        std::va_list args;
+        va_start(args, fmt);
+        char msg[2048];
+        vsnprintf(msg, sizeof(msg), fmt, args);
+        va_end(args);
+        throw Refusal(msg);
+    }
+#endif
     // one line per process: when several rank threads fail at once (a watchdog
     // firing on every waiting rank), the first prints and ends the process
     static std::atomic<bool> failing{false};
