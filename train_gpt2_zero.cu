@@ -26,6 +26,7 @@
 #include "zero/comm/comm_emulated.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/flags.h"
+#include "zero/run/hf_export.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
 #include "zero/engine/memory_predictor.h"
@@ -120,7 +121,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);
     MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
 
-    if (run.model_file.empty()) zero.init_parameters(o.seed);
+    if (!run.hf_dir.empty()) {
+        HfGpt2Reader hf(run.hf_dir);
+        zero.load_parameters([&](int u, float* dst) { hf.read_unit(layout, u, dst); });
+    } else if (run.model_file.empty()) zero.init_parameters(o.seed);
     else {
         ModelFile mf(run.model_file);
         zero.load_parameters([&](int u, float* dst) { mf.read_unit(layout, u, dst); });
@@ -151,8 +155,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     const OptimizerConfig oc = optimizer_config(o);
 
     const long tokens_per_step = (long)o.micro_batch * o.seq_len * world * run.micro_steps;
-    int total_steps = o.max_steps > 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);
-    CHECK(total_steps > 0, "the training data holds fewer than one step of %ld tokens", tokens_per_step);
+    int total_steps = o.max_steps >= 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);
+    CHECK(total_steps > 0 || o.max_steps == 0, "the training data holds fewer than one step of %ld tokens", tokens_per_step);
 
     // resume
     int start_step = 0;
@@ -230,7 +234,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
-        if (!o.output_dir.empty() && step > start_step &&
+        // (-x 0: the initial model is the checkpoint)
+        if (!o.output_dir.empty() && (step > start_step || total_steps == 0) &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
             save(step);
         if (last) break;
@@ -314,6 +319,10 @@ int main(int argc, char** argv) {
         print_usage(argv[0]);
         return 0;
     }
+    if (!o.export_hf.empty() && o.consolidate.empty()) {  // a conversion: no run to set up
+        export_hf_folder(o.from_hf.empty() ? o.model : "", o.from_hf, o.export_hf);
+        return 0;
+    }
     RunSetup run = make_run_setup(o);
 #ifdef ZERO_CUDA
     // Under a launcher, bind this rank's GPU before anything touches CUDA: the fit
@@ -328,9 +337,11 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (!o.consolidate.empty()) {
-        consolidate_checkpoint(o.consolidate);
+        std::string model_file = consolidate_checkpoint(o.consolidate);
+        if (!o.export_hf.empty()) export_hf_folder(model_file, "", o.export_hf);
         return 0;
     }
+
     refuse_if_too_big(o, run);
     switch (run.dtype) {
         case DType::F32: run_world<float>(o, run); break;

@@ -44,6 +44,8 @@ struct TrainOptions {
     int mem_report = 0;
     int estimate = 0;
     std::string consolidate;  // checkpoint to turn into one model file, then exit
+    std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)
+    std::string export_hf;    // write the model (-e file, --from_hf or --consolidate) as a Hugging Face folder, then exit
     // fp16 dynamic loss scaling (DeepSpeed's names and semantics)
     float loss_scale = 0.0f;  // > 0: static scale
     int initial_scale_power = 16;
