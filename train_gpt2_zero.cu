@@ -36,6 +36,7 @@
 #include "zero/run/peak_flops.h"
 #include "zero/run/reports.h"
 #include "zero/run/run_setup.h"
+#include "zero/run/sample.h"
 #include "zero/engine/zero_engine.h"
 #ifdef ZERO_CUDA
 #include "zero/comm/comm_nccl.h"
@@ -112,7 +113,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     const int rank = comm.rank, world = comm.world;
     const bool rank0 = rank == 0;
 #ifdef _OPENMP
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+    omp_set_num_threads(run.cpu_threads_per_rank());  // OMP_NUM_THREADS, or every core, over the ranks
 #endif
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
@@ -207,13 +208,15 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         peak = measure_matmul_peak_flops<T>(ctx, 8192);
 #else
         // every core of the process: the other ranks wait at the barrier
-        omp_set_num_threads(omp_get_num_procs());
+        omp_set_num_threads(process_cpu_threads());
         peak = measure_matmul_peak_flops<T>(ctx, 1024);
-        omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+        omp_set_num_threads(run.cpu_threads_per_rank());
+        printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
+               run.ranks_per_process);
 #endif
         peak *= run.launch.world > 1 ? world : 1;
-        printf("measured matmul peak: %.1f TFLOP/s (%s); model: %.1f GFLOP per token\n", peak / 1e12,
-               dtype_name(run.dtype), train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) / 1e9);
+        printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(peak).c_str(),
+               dtype_name(run.dtype), flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
     }
     comm.barrier();
     const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;
@@ -317,6 +320,14 @@ int main(int argc, char** argv) {
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);
+        return 0;
+    }
+    if (!o.sample.empty()) {  // text from a model instead of training
+        switch (parse_precision(o.precision)) {
+            case DType::F32: run_sample<float>(o); break;
+            case DType::BF16: run_sample<bf16>(o); break;
+            case DType::F16: run_sample<f16>(o); break;
+        }
         return 0;
     }
     if (!o.export_hf.empty() && o.consolidate.empty()) {  // a conversion: no run to set up

@@ -241,6 +241,28 @@ struct Bpe {
         cache_.clear();
     }
 
+    // The vocabulary of a gpt2_tokenizer.bin (data/tokenizer.h), raw bytes by id:
+    // enough to encode, since a token's rank is its id. Checks what load() does
+    // except the merge order, which such a file no longer holds.
+    void load_tokens(const std::vector<std::string>& tokens, int eot, const std::string& source) {
+        CHECK(eot >= 0 && eot < (int)tokens.size(), "%s: no <|endoftext|> token", source.c_str());
+        bytes_to_id_.clear();
+        id_to_bytes_ = tokens;
+        eot_ = eot;
+        for (int id = 0; id < (int)tokens.size(); ++id)
+            if (id != eot)
+                CHECK(bytes_to_id_.emplace(tokens[id], id).second, "%s: token %d repeats an earlier token",
+                      source.c_str(), id);
+        for (int b = 0; b < 256; ++b) {
+            auto it = bytes_to_id_.find(std::string(1, (char)b));
+            CHECK(it != bytes_to_id_.end() && it->second < 256,
+                  "%s: byte 0x%02X is not a token with an id below 256 (GPT-2's ids are merge ranks)",
+                  source.c_str(), b);
+        }
+        num_merges_ = tokens.size() - 257;
+        cache_.clear();
+    }
+
     int vocab_size() const { return (int)id_to_bytes_.size(); }
     // id of "<|endoftext|>", or -1 if encoder.json has no such token
     int eot_token() const { return eot_; }

@@ -87,6 +87,11 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "start from a Hugging Face GPT-2 folder (config.json + model.safetensors; fp32/fp16/bf16)"),
         flag(nullptr, "--export_hf", &O::export_hf,
              "write the model of -e FILE, --from_hf or --consolidate as a Hugging Face GPT-2 folder here, then exit"),
+        flag(nullptr, "--sample", &O::sample,
+             "print text from this model (a model file, checkpoint folder or Hugging Face folder) instead of training"),
+        flag(nullptr, "--prompt", &O::prompt, "--sample: the text to continue (default: standard input if not a terminal)"),
+        flag(nullptr, "--temperature", &O::temperature, "--sample: softmax temperature (0: the most likely token)"),
+        flag(nullptr, "--top_k", &O::top_k, "--sample: draw from the k most likely tokens (0: all)"),
         flag(nullptr, "--tokenizer", &O::tokenizer_path, "llm.c gpt2_tokenizer.bin, to print samples as text"),
         flag(nullptr, "--deepspeed_config", &O::deepspeed_config,
              "a DeepSpeed JSON config (zero_optimization, offload, fp16/bf16, optimizer, batch keys) applied "

@@ -22,6 +22,20 @@
 #include <unistd.h>
 #include <algorithm>
 
+// The threads this process may use: OMP_NUM_THREADS when set (its first
+// number, as OpenMP reads it), else every online core.
+inline int process_cpu_threads() {
+    const char* env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        char* end = nullptr;
+        long v = strtol(env, &end, 10);
+        CHECK(v >= 1 && v <= 65536 && (*end == '\0' || *end == ','),
+              "OMP_NUM_THREADS=%s: expected a positive number of threads", env);
+        return (int)v;
+    }
+    return (int)std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 struct RunSetup {
     GPT2Config cfg;
     std::string model_file;  // empty: initialise from the seed
@@ -59,11 +73,8 @@ struct RunSetup {
         z.cpu_threads = cpu_threads_per_rank();
         return z;
     }
-    // the cores of this process, shared by the ranks it runs
-    int cpu_threads_per_rank() const {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        return (int)std::max(1L, cores / ranks_per_process);
-    }
+    // the threads of this process, shared by the ranks it runs
+    int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
 };
 
 // The engine's other configs, straight from the options (whose defaults are the
