@@ -1,7 +1,8 @@
 // Hugging Face checkpoints in and out (zero/layout/safetensors.h, hf_gpt2.h,
 // --from_hf, --export_hf), on a tiny GPT-2 trained for a few steps:
 //
-//   round trip   model file -> --export_hf -> --from_hf (-x 0 -o) -> model file, bit-identical
+//   round trip   model file -> --export_hf -> --from_hf (-x 0 -o) -> model file, bit-identical;
+//                the same from a sharded checkpoint through --consolidate --export_hf
 //   logits       the export, read by dev/hf_reference.py (struct + json + torch, not our
 //                reader) into the PyTorch GPT-2 of dev/gpt2_reference.py, gives our logits
 //                within 1e-5
@@ -87,6 +88,22 @@ void test_export_and_back(const std::string& trainer, const std::string& script)
     const std::string back_model = back.run().model_at(0);
     EXPECT(files_identical(model, back_model), "model file -> HF -> model file is not bit-identical (%s vs %s)",
            model.c_str(), back_model.c_str());
+
+    // a sharded checkpoint (2 ranks, stage 3) consolidated straight into a folder:
+    // its fp32 masters, as --consolidate's model file holds them
+    TrainerRun sharded(trainer);
+    sharded.model = TINY_T64, sharded.train = dir + "/train.bin", sharded.out = dir + "/sharded";
+    sharded.micro_batch = B, sharded.seq_len = T, sharded.steps = 2, sharded.stage = 3, sharded.ranks = 2;
+    sharded.run();
+    const std::string ckpt = checkpoint_dir(dir + "/sharded", 2);
+    CommandResult cons = run_command(trainer + " --consolidate " + ckpt + " --export_hf " + dir + "/consolidated");
+    EXPECT(cons.status == 0, "--consolidate --export_hf failed:\n%s", cons.output.c_str());
+    TrainerRun cons_back(trainer);
+    cons_back.extra = "--from_hf " + dir + "/consolidated";
+    cons_back.train = dir + "/train.bin", cons_back.out = dir + "/consolidated_back";
+    cons_back.micro_batch = B, cons_back.seq_len = T, cons_back.steps = 0;
+    EXPECT(files_identical(ckpt + "/model_fp32.bin", cons_back.run().model_at(0)),
+           "--consolidate --export_hf: the folder does not hold the consolidated model");
 
     // the export through an independent reader and the PyTorch model
     if (run_command("/usr/bin/python3 -c 'import torch'").status != 0) {
@@ -293,9 +310,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> args = test_args(argc, argv, "<train_gpt2_zero_cpu> <dev/hf_reference.py>");
     test_bad_files();
     test_dtypes_and_names();
-    test_export_and_back(args[0], args[1]);
+    test_export_and_back("OMP_NUM_THREADS=1 " + args[0], args[1]);  // tiny runs: one thread each
     // the trainer refuses a bad folder with one line
-    CommandResult bad = run_command(args[0] + " --from_hf hf_missing -x 0");
+    CommandResult bad = run_command("OMP_NUM_THREADS=1 " + args[0] + " --from_hf hf_missing -x 0");
     EXPECT(bad.status == 1 && bad.output.find("error: ") == 0 &&
                std::count(bad.output.begin(), bad.output.end(), '\n') == 1,
            "--from_hf of a bad folder: expected one error line, got (status %d):\n%s", bad.status, bad.output.c_str());
