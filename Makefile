@@ -42,11 +42,11 @@ CPU_UNITS := train_gpt2_zero.cu
 CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 # Host units: plain C++ that both trainers link (the JSON parser, the
 # rendezvous, the CPU GEMM, the SIMD AdamW of optimizer offload, the DeepSpeed
-# JSON reader), compiled once by $(CXX). None of them reads ZERO_CPU or
-# ZERO_CUDA (they include no backend code), so one object serves both builds.
-# test/CMakeLists.txt lists them too.
+# JSON reader, the safetensors reader and writer), compiled once by $(CXX).
+# None of them reads ZERO_CPU or ZERO_CUDA (they include no backend code), so
+# one object serves both builds. test/CMakeLists.txt lists them too.
 HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp kernels/cpu/adamw_simd.cpp \
-              zero/run/deepspeed_config.cpp
+              zero/run/deepspeed_config.cpp zero/layout/safetensors.cpp
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
 HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS))
 
@@ -110,6 +110,7 @@ test-deps:
 	@sh dev/install_test_deps.sh
 
 test: test-deps data train_gpt2_zero_cpu
+	sh data/fetch_npm.sh test
 	cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/test -j 2
 	cd build/test && ctest --output-on-failure

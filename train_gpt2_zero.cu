@@ -27,6 +27,7 @@
 #include "zero/run/fit_check.h"
 #include "zero/run/main_log.h"
 #include "zero/run/flags.h"
+#include "zero/run/hf_export.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
 #include "zero/engine/memory_predictor.h"
@@ -36,6 +37,7 @@
 #include "zero/run/peak_flops.h"
 #include "zero/run/reports.h"
 #include "zero/run/run_setup.h"
+#include "zero/run/sample.h"
 #include "zero/engine/zero_engine.h"
 #ifdef ZERO_CUDA
 #include "zero/comm/comm_nccl.h"
@@ -112,7 +114,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     const int rank = comm.rank, world = comm.world;
     const bool rank0 = rank == 0;
 #ifdef _OPENMP
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+    omp_set_num_threads(run.cpu_threads_per_rank());  // OMP_NUM_THREADS, or every core, over the ranks
 #endif
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
@@ -121,7 +123,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);
     MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
 
-    if (run.model_file.empty()) zero.init_parameters(o.seed);
+    if (!run.hf_dir.empty()) {
+        HfGpt2Reader hf(run.hf_dir);
+        zero.load_parameters([&](int u, float* dst) { hf.read_unit(layout, u, dst); });
+    } else if (run.model_file.empty()) zero.init_parameters(o.seed);
     else {
         ModelFile mf(run.model_file);
         zero.load_parameters([&](int u, float* dst) { mf.read_unit(layout, u, dst); });
@@ -152,8 +157,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     const OptimizerConfig oc = optimizer_config(o);
 
     const long tokens_per_step = (long)o.micro_batch * o.seq_len * world * run.micro_steps;
-    int total_steps = o.max_steps > 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);
-    CHECK(total_steps > 0, "the training data holds fewer than one step of %ld tokens", tokens_per_step);
+    int total_steps = o.max_steps >= 0 ? o.max_steps : (int)(train_loader.num_batches() / run.micro_steps);
+    CHECK(total_steps > 0 || o.max_steps == 0, "the training data holds fewer than one step of %ld tokens", tokens_per_step);
 
     // resume
     int start_step = 0;
@@ -204,13 +209,15 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         peak = measure_matmul_peak_flops<T>(ctx, 8192);
 #else
         // every core of the process: the other ranks wait at the barrier
-        omp_set_num_threads(omp_get_num_procs());
+        omp_set_num_threads(process_cpu_threads());
         peak = measure_matmul_peak_flops<T>(ctx, 1024);
-        omp_set_num_threads(std::max(1, omp_get_num_procs() / run.ranks_per_process));
+        omp_set_num_threads(run.cpu_threads_per_rank());
+        printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
+               run.ranks_per_process);
 #endif
         peak *= run.launch.world > 1 ? world : 1;
-        printf("measured matmul peak: %.1f TFLOP/s (%s); model: %.1f GFLOP per token\n", peak / 1e12,
-               dtype_name(run.dtype), train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) / 1e9);
+        printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(peak).c_str(),
+               dtype_name(run.dtype), flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
     }
     comm.barrier();
     const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;
@@ -231,7 +238,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
-        if (!o.output_dir.empty() && step > start_step &&
+        // (-x 0: the initial model is the checkpoint)
+        if (!o.output_dir.empty() && (step > start_step || total_steps == 0) &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
             save(step);
         if (last) break;
@@ -316,6 +324,18 @@ int main(int argc, char** argv) {
         print_usage(argv[0]);
         return 0;
     }
+    if (!o.sample.empty()) {  // text from a model instead of training
+        switch (parse_precision(o.precision)) {
+            case DType::F32: run_sample<float>(o); break;
+            case DType::BF16: run_sample<bf16>(o); break;
+            case DType::F16: run_sample<f16>(o); break;
+        }
+        return 0;
+    }
+    if (!o.export_hf.empty() && o.consolidate.empty()) {  // a conversion: no run to set up
+        export_hf_folder(o.from_hf.empty() ? o.model : "", o.from_hf, o.export_hf);
+        return 0;
+    }
     RunSetup run = make_run_setup(o);
     if (run.launch.rank == 0) print_option_sources(o, stdout);
 #ifdef ZERO_CUDA
@@ -331,9 +351,11 @@ int main(int argc, char** argv) {
         return fits_plan ? 0 : 1;
     }
     if (!o.consolidate.empty()) {
-        consolidate_checkpoint(o.consolidate);
+        std::string model_file = consolidate_checkpoint(o.consolidate);
+        if (!o.export_hf.empty()) export_hf_folder(model_file, "", o.export_hf);
         return 0;
     }
+
     refuse_if_too_big(o, run);
     if (run.launch.rank == 0) claim_output_dir(o.output_dir, o.resume != 0, o.overwrite != 0);
     switch (run.dtype) {

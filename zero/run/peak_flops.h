@@ -4,6 +4,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -46,4 +48,15 @@ double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {
 // causal attention's 6*L*C*T.
 inline double train_flops_per_token(size_t params, const GPT2Config& cfg, int T) {
     return 6.0 * (double)params + 6.0 * cfg.num_layers * (double)cfg.channels * T;
+}
+
+// "791.3 TFLOP", "61.2 GFLOP", "1.5 MFLOP": three significant figures or so at any scale
+// (a CPU's peak printed in TFLOP/s would read 0.0).
+inline std::string flops_text(double flops) {
+    const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+    int u = 0;
+    while (u < 5 && flops >= 1000.0) flops /= 1000.0, ++u;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.1f %s", flops, units[u]);
+    return buf;
 }

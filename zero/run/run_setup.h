@@ -12,6 +12,7 @@
 #include "zero/comm/launcher.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/engine/memory_predictor.h"
+#include "zero/layout/hf_gpt2.h"
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
@@ -21,9 +22,24 @@
 #include <unistd.h>
 #include <algorithm>
 
+// The threads this process may use: OMP_NUM_THREADS when set (its first
+// number, as OpenMP reads it), else every online core.
+inline int process_cpu_threads() {
+    const char* env = getenv("OMP_NUM_THREADS");
+    if (env && *env) {
+        char* end = nullptr;
+        long v = strtol(env, &end, 10);
+        CHECK(v >= 1 && v <= 65536 && (*end == '\0' || *end == ','),
+              "OMP_NUM_THREADS=%s: expected a positive number of threads", env);
+        return (int)v;
+    }
+    return (int)std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 struct RunSetup {
     GPT2Config cfg;
     std::string model_file;  // empty: initialise from the seed
+    std::string hf_dir;      // or start from this Hugging Face folder
     DType dtype = DType::F32;
     int world = 1;              // ranks in the job
     int ranks_per_process = 1;  // emulated ranks share this process's cores
@@ -57,11 +73,8 @@ struct RunSetup {
         z.cpu_threads = cpu_threads_per_rank();
         return z;
     }
-    // the cores of this process, shared by the ranks it runs
-    int cpu_threads_per_rank() const {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        return (int)std::max(1L, cores / ranks_per_process);
-    }
+    // the threads of this process, shared by the ranks it runs
+    int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
 };
 
 // The engine's other configs, straight from the options (whose defaults are the
@@ -106,8 +119,11 @@ inline bool parse_offload(const std::string& v, const char* flag) {
 
 inline RunSetup make_run_setup(const TrainOptions& o) {
     RunSetup r;
-    // the model: a descriptor or shape, or a file to start from
-    if (file_exists(o.model)) {
+    // the model: a descriptor or shape, or a file or Hugging Face folder to start from
+    if (!o.from_hf.empty()) {
+        r.cfg = HfGpt2Reader(o.from_hf).cfg;  // checks every tensor, reads none
+        r.hf_dir = o.from_hf;
+    } else if (file_exists(o.model)) {
         ModelFile mf(o.model);
         r.cfg = mf.cfg;
         r.model_file = o.model;
@@ -169,7 +185,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.adam_beta1 >= 0.0f && o.adam_beta1 < 1.0f && o.adam_beta2 >= 0.0f && o.adam_beta2 < 1.0f &&
               o.adam_eps > 0.0f,
           "AdamW: 0 <= --adam_beta1, --adam_beta2 < 1 and --adam_eps > 0 please");
-    CHECK(o.max_steps == -1 || o.max_steps >= 1, "-x (steps) must be -1 (one epoch) or at least 1 (got %d)",
+    CHECK(o.max_steps >= -1, "-x (steps) must be -1 (one epoch), 0 (only write the initial model with -o) or more (got %d)",
           o.max_steps);
     CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= 0 && o.gen_tokens >= 0 &&
               o.val_max_batches >= 1,

@@ -1,0 +1,142 @@
+// --sample MODEL: text from a trained model. MODEL is an llm.c model file, a
+// checkpoint folder (its model.bin) or a Hugging Face folder (config.json +
+// model.safetensors). The prompt is --prompt's text, or else standard input
+// when that is not a terminal; an empty prompt starts from <|endoftext|>.
+// Tokens are drawn one at a time (temperature, top-k, --seed: the same seed
+// gives the same text) and printed as they come; stdout carries only the text,
+// the notes go to stderr.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "data/bpe.h"
+#include "data/tokenizer.h"
+#include "zero/base/common.h"
+#include "zero/base/rng.h"
+#include "zero/comm/comm_emulated.h"
+#include "zero/layout/hf_gpt2.h"
+#include "zero/layout/model_file.h"
+#include "zero/model/gpt2.h"
+#include "zero/run/options.h"
+
+// Where a model's parameters come from: its shape and a filler of its units.
+struct ModelSource {
+    std::string description;  // "an llm.c model file", ...
+    GPT2Config cfg;
+    std::function<void(const ParamLayout&, int u, float* dst)> read_unit;
+};
+
+inline ModelSource open_model_source(const std::string& path) {
+    ModelSource s;
+    if (file_exists(path + "/config.json")) {
+        auto hf = std::make_shared<HfGpt2Reader>(path);
+        s.description = "a Hugging Face folder";
+        s.cfg = hf->cfg;
+        s.read_unit = [hf](const ParamLayout& l, int u, float* dst) { hf->read_unit(l, u, dst); };
+        return s;
+    }
+    std::string file = file_exists(path + "/model.bin") ? path + "/model.bin" : path;
+    CHECK(file_exists(file), "--sample %s: no such model file, checkpoint or Hugging Face folder", path.c_str());
+    auto mf = std::make_shared<ModelFile>(file);
+    s.description = file == path ? "an llm.c model file" : "a checkpoint's model.bin";
+    s.cfg = mf->cfg;
+    s.read_unit = [mf](const ParamLayout& l, int u, float* dst) { mf->read_unit(l, u, dst); };
+    return s;
+}
+
+// One token drawn from `logits` (V): temperature 0 (or top_k 1) takes the most
+// likely token (the lowest id on a tie); otherwise the k most likely (all if
+// top_k <= 0) are weighted by softmax(logits / temperature).
+inline int sample_token(const std::vector<float>& logits, float temperature, int top_k, Rng& rng) {
+    const int V = (int)logits.size();
+    std::vector<int> order(V);
+    for (int v = 0; v < V; ++v) order[v] = v;
+    const int k = top_k > 0 && top_k < V ? top_k : V;
+    auto more_likely = [&](int a, int b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), more_likely);
+    if (temperature <= 0.0f || k == 1) return order[0];
+    std::vector<double> weight(k);
+    double sum = 0.0;
+    for (int i = 0; i < k; ++i) sum += weight[i] = exp(((double)logits[order[i]] - logits[order[0]]) / temperature);
+    const double coin = rng.next_float() * sum;
+    double acc = 0.0;
+    for (int i = 0; i < k; ++i)
+        if ((acc += weight[i]) > coin) return order[i];
+    return order[k - 1];
+}
+
+// The whole of standard input, unless it is a terminal (then nothing).
+inline std::string read_stdin_prompt() {
+    if (isatty(0)) return "";
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+}
+
+template <typename T>
+void run_sample(const TrainOptions& o) {
+    CHECK(o.gen_tokens >= 1, "-g (tokens to generate) must be at least 1 (got %d)", o.gen_tokens);
+    CHECK(o.temperature >= 0.0f, "--temperature must be >= 0 (got %g)", o.temperature);
+    CHECK(file_exists(o.tokenizer_path), "--sample needs the tokenizer %s (make data writes it; or --tokenizer FILE)",
+          o.tokenizer_path.c_str());
+    ModelSource source = open_model_source(o.sample);
+    const GPT2Config& cfg = source.cfg;
+    Tokenizer tok;
+    tok.load(o.tokenizer_path);
+    CHECK(tok.vocab_size <= cfg.vocab_size, "%s has %d tokens but the model only %d", o.tokenizer_path.c_str(),
+          tok.vocab_size, cfg.vocab_size);
+    Bpe bpe;
+    bpe.load_tokens(tok.tokens(), tok.eot_token, o.tokenizer_path);
+
+    const std::string prompt = o.prompt.empty() ? read_stdin_prompt() : o.prompt;
+    std::vector<int> tokens = prompt.empty() ? std::vector<int>{tok.eot_token} : bpe.encode(prompt);
+    CHECK((int)tokens.size() < cfg.max_seq_len,
+          "the prompt is %zu tokens; the model's context is %d, so it must be at most %d to leave room for one more",
+          tokens.size(), cfg.max_seq_len, cfg.max_seq_len - 1);
+    const int room = cfg.max_seq_len - (int)tokens.size();
+    const int n_new = std::min(o.gen_tokens, room);
+    if (n_new < o.gen_tokens)
+        fprintf(stderr, "note: the context of %d tokens leaves room for %d of the %d tokens asked for\n",
+                cfg.max_seq_len, n_new, o.gen_tokens);
+    fprintf(stderr, "sampling from %s (%s, %s): %zu prompt tokens, temperature %g, top-k %d, seed %llu\n",
+            source.description.c_str(), describe_config(cfg).c_str(), dtype_name(dtype_of<T>::value), tokens.size(),
+            o.temperature, o.top_k, o.seed);
+
+    const auto t0 = std::chrono::steady_clock::now();
+    run_emulated_ranks(1, [&](int rank, EmulatedWorld& world) {
+        KernelCtx comm_ctx;
+        EmulatedComm comm(world, rank, comm_ctx);
+        MemoryAccountant mem(rank);
+        const int maxT = (int)tokens.size() + n_new;
+        KernelCtx ctx = create_kernel_ctx(mem, (size_t)maxT, cfg.channels, cfg.num_heads);
+        ParamLayout layout(cfg);
+        ZeroConfig zc;
+        zc.stage = 0;
+        ZeroEngine<T> zero(layout, comm, mem, ctx, zc);
+        GPT2<T> model(zero, 1, maxT, 0, false, mem);
+        zero.load_parameters([&](int u, float* dst) { source.read_unit(layout, u, dst); });
+        Rng rng(o.seed);
+        if (!prompt.empty()) fwrite(prompt.data(), 1, prompt.size(), stdout);
+        for (int i = 0; i < n_new; ++i) {
+            const int t = (int)tokens.size();
+            model.forward(tokens.data(), nullptr, 1, t, 0.0f);
+            const int next = sample_token(model.logits_at(t - 1), o.temperature, o.top_k, rng);
+            tokens.push_back(next);
+            const std::string& text = tok.decode(next);
+            fwrite(text.data(), 1, text.size(), stdout);
+            fflush(stdout);
+        }
+        printf("\n");
+        destroy_kernel_ctx(ctx);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fprintf(stderr, "sampled %d tokens in %.2f s (%.1f tokens/s)\n", n_new, s, n_new / s);
+}
