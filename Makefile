@@ -46,9 +46,15 @@ CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 # ZERO_CUDA (they include no backend code), so one object serves both builds.
 # test/CMakeLists.txt lists them too.
 HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp kernels/cpu/adamw_simd.cpp \
-              zero/run/deepspeed_config.cpp
+              zero/run/deepspeed_config.cpp zero/base/plot.cpp
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
-HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS))
+# The charts (zero/base/plot.cpp) draw text with stb_easy_font.h and write PNGs
+# with stb_image_write.h: Debian's libstb-dev, or the two headers copied into
+# .carry/stb (dev/gpu_carry.sh) for a machine without it. Without them
+# everything still builds, and the figures are CSVs only.
+STB_DIR ?= $(firstword $(foreach d,/usr/include/stb .carry/stb,$(if $(wildcard $(d)/stb_image_write.h),$(if $(wildcard $(d)/stb_easy_font.h),$(d)))))
+STB_FLAGS := $(if $(STB_DIR),-DZERO_HAVE_STB -isystem $(STB_DIR))
+HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS)) $(STB_FLAGS)
 
 .PHONY: all cpu train test clean deps test-deps print-cuda-flags
 all: train_gpt2_zero
