@@ -26,6 +26,7 @@
 #include "zero/comm/comm_emulated.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/flags.h"
+#include "zero/run/model_state_estimate.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
 #include "zero/engine/memory_predictor.h"
@@ -230,7 +231,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
-        if (!o.output_dir.empty() && step > start_step &&
+        if (!o.output_dir.empty() && o.checkpoint_every >= 0 && step > start_step &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
             save(step);
         if (last) break;
@@ -312,6 +313,11 @@ int main(int argc, char** argv) {
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);
+        return 0;
+    }
+    if (o.params != 0) {  // a raw parameter count: the paper's model states, any model
+        CHECK(o.estimate, "--params is for --estimate 1 (model states of a model of that many parameters)");
+        print_model_state_estimate(o, stdout);
         return 0;
     }
     RunSetup run = make_run_setup(o);

@@ -92,6 +92,13 @@ struct CsvWriter {
     }
 };
 
+// Free text as one field: commas and newlines become semicolons.
+inline std::string csv_field(std::string s) {
+    for (char& ch : s)
+        if (ch == ',' || ch == '\n') ch = ';';
+    return s;
+}
+
 inline std::string csv_num(double v, const char* fmt = "%.6g") {
     char buf[64];
     snprintf(buf, sizeof(buf), fmt, v);

@@ -167,8 +167,12 @@ static void axis_range(const Axis& ax, std::vector<double> values, bool include_
         double a = std::floor(std::log10(lo) + 1e-9), b = std::ceil(std::log10(hi) - 1e-9);
         if (b <= a) b = a + 1;
         s.lo = a, s.hi = b;
-        if (!ax.ticks.empty()) {
+        if (!ax.ticks.empty()) {  // the given ticks, and the data's own range with a little room
             ticks = ax.ticks;
+            double tl = std::log10(std::min(lo, *std::min_element(ticks.begin(), ticks.end())));
+            double th = std::log10(std::max(hi, *std::max_element(ticks.begin(), ticks.end())));
+            double pad = std::max(0.04 * (th - tl), 0.02);
+            s.lo = tl - pad, s.hi = th + pad;
             return;
         }
         int every = (int)std::ceil((b - a) / 8.0);  // at most about 8 labelled decades
@@ -220,10 +224,10 @@ static void draw_line(Image& img, double fx0, double fy0, double fx1, double fy1
     }
 }
 
-static void draw_marker(Image& img, int cx, int cy, Rgb c, const PlotArea& clip) {
-    for (int dy = -4; dy <= 4; dy++)
-        for (int dx = -4; dx <= 4; dx++)
-            if (dx * dx + dy * dy <= 16 && cx + dx >= clip.x0 && cx + dx <= clip.x1 && cy + dy >= clip.y0 &&
+static void draw_marker(Image& img, int cx, int cy, Rgb c, const PlotArea& clip, int r) {
+    for (int dy = -r; dy <= r; dy++)
+        for (int dx = -r; dx <= r; dx++)
+            if (dx * dx + dy * dy <= r * r && cx + dx >= clip.x0 && cx + dx <= clip.x1 && cy + dy >= clip.y0 &&
                 cy + dy <= clip.y1)
                 img.set(cx + dx, cy + dy, c);
 }
@@ -239,19 +243,27 @@ struct LegendEntry {
 };
 }  // namespace
 
-static void draw_legend(Image& img, const std::vector<LegendEntry>& entries, const PlotArea& a) {
-    if (entries.empty()) return;
-    const int scale = 2, swatch = 28, pad = 8, row = text_height("Ag", scale) + 8;
+static const int LEGEND_SCALE = 2, LEGEND_SWATCH = 28, LEGEND_PAD = 8;
+
+static int legend_width(const std::vector<LegendEntry>& entries) {
     int w = 0;
-    for (const LegendEntry& e : entries) w = std::max(w, text_width(e.label, scale));
-    w += swatch + 3 * pad;
+    for (const LegendEntry& e : entries) w = std::max(w, text_width(e.label, LEGEND_SCALE));
+    return w + LEGEND_SWATCH + 3 * LEGEND_PAD;
+}
+
+// Inside the axes in the emptiest corner, or (outside) right of the axes at the top.
+static void draw_legend(Image& img, const std::vector<LegendEntry>& entries, const PlotArea& a, bool outside) {
+    if (entries.empty()) return;
+    const int scale = LEGEND_SCALE, swatch = LEGEND_SWATCH, pad = LEGEND_PAD, row = text_height("Ag", scale) + 8;
+    int w = legend_width(entries);
     int h = (int)entries.size() * row + pad;
     // the corner whose box covers the fewest drawn pixels
     int best = 0;
     long best_ink = -1;
-    const int xs[4] = {a.x0 + 10, a.x1 - 10 - w, a.x0 + 10, a.x1 - 10 - w};
-    const int ys[4] = {a.y0 + 10, a.y0 + 10, a.y1 - 10 - h, a.y1 - 10 - h};
-    for (int k = 0; k < 4; k++) {
+    int xs[4] = {a.x0 + 10, a.x1 - 10 - w, a.x0 + 10, a.x1 - 10 - w};
+    int ys[4] = {a.y0 + 10, a.y0 + 10, a.y1 - 10 - h, a.y1 - 10 - h};
+    if (outside) xs[0] = a.x1 + 16, ys[0] = a.y0;
+    for (int k = 0; k < (outside ? 1 : 4); k++) {
         long ink = 0;
         for (int y = ys[k]; y < ys[k] + h; y++)
             for (int x = xs[k]; x < xs[k] + w; x++)
@@ -281,7 +293,7 @@ static void draw_legend(Image& img, const std::vector<LegendEntry>& entries, con
 Image render_chart(const Chart& c, PlotArea* area_out) {
     Image img(c.width, c.height);
     const bool bars = !c.categories.empty();
-    const int title_scale = 3, label_scale = 2, tick_scale = 2;
+    const int label_scale = 2, tick_scale = 2;
 
     // data ranges
     std::vector<double> xs, ys;
@@ -311,10 +323,21 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
     int cat_h = 0;
     for (const std::string& s : c.categories) cat_h = std::max(cat_h, text_height(s, tick_scale));
     int xtick_h = bars ? cat_h : text_height("0", tick_scale);
+    // legend entries, in drawing order: bars, reference lines, series
+    std::vector<LegendEntry> legend;
+    for (const BarSeries& b : c.bars)
+        if (bars && !b.label.empty()) legend.push_back({b.label, b.color, 2});
+    for (const RefLine& r : c.hlines)
+        if (!r.label.empty()) legend.push_back({r.label, r.color, 1});
+    for (const LineSeries& s : c.lines)
+        if (!s.label.empty()) legend.push_back({s.label, s.color, s.dashed ? 1 : 0});
+    // a title too wide for its scale gets a smaller one
+    int title_scale = 3;
+    while (title_scale > 1 && text_width(c.title, title_scale) > c.width - 20) title_scale--;
     int top = 16 + (c.title.empty() ? 0 : text_height(c.title, title_scale) + 16);
     int left = 16 + (c.y.label.empty() ? 0 : text_height(c.y.label, label_scale) + 12) + ytick_w + 10;
     int bottom = 16 + xtick_h + 10 + (c.x.label.empty() ? 0 : text_height(c.x.label, label_scale) + 12);
-    int right = 30;
+    int right = c.legend_outside && !legend.empty() ? legend_width(legend) + 32 : 30;
     PlotArea a{left, top, c.width - right, c.height - bottom};
     if (area_out) *area_out = a;
     sx.p0 = a.x0, sx.p1 = a.x1;
@@ -343,7 +366,6 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
         }
     }
 
-    std::vector<LegendEntry> legend;
     // bars
     if (bars) {
         int n = (int)c.categories.size(), m = std::max<int>(1, (int)c.bars.size());
@@ -369,14 +391,12 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
                 img.fill_rect(bx0, std::min(py0, py1), std::max(bx0 + 1, bx1), std::max(py0, py1) + 1, b.color);
             }
         }
-        for (const BarSeries& b : c.bars) legend.push_back({b.label, b.color, 2});
     }
     // reference lines, then series
     for (const RefLine& r : c.hlines) {
         int dash = 0;
         double py = sy.to_pixel(r.y);
         draw_line(img, a.x0, py, a.x1, py, r.color, a, true, dash);
-        legend.push_back({r.label, r.color, 1});
     }
     for (const LineSeries& s : c.lines) {
         std::vector<std::pair<double, double>> pts;
@@ -391,13 +411,13 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
                 draw_line(img, pts[i - 1].first, pts[i - 1].second, pts[i].first, pts[i].second, s.color, a, s.dashed,
                           dash);
         if (s.markers)
-            for (auto& p : pts) draw_marker(img, (int)std::lround(p.first), (int)std::lround(p.second), s.color, a);
-        legend.push_back({s.label, s.color, s.dashed ? 1 : 0});
+            for (auto& p : pts) draw_marker(img, (int)std::lround(p.first), (int)std::lround(p.second), s.color, a,
+                            s.marker_radius);
     }
     // axes box
     for (int x = a.x0; x <= a.x1; x++) img.set(x, a.y0, PLOT_INK), img.set(x, a.y1, PLOT_INK);
     for (int y = a.y0; y <= a.y1; y++) img.set(a.x0, y, PLOT_INK), img.set(a.x1, y, PLOT_INK);
-    draw_legend(img, legend, a);
+    draw_legend(img, legend, a, c.legend_outside);
 
     // title and axis labels
     if (!c.title.empty())

@@ -52,6 +52,8 @@ void draw_text(Image& img, int x, int y, const std::string& s, Rgb c, int scale)
 void draw_text_vertical(Image& img, int x, int y, const std::string& s, Rgb c, int scale);
 bool plot_text_available();  // false when built without stb_easy_font
 
+// A series or line with an empty label has no legend entry; a series without
+// points draws nothing but its legend entry (a key for a line style, say).
 struct LineSeries {
     std::string label;
     std::vector<double> x, y;
@@ -59,6 +61,7 @@ struct LineSeries {
     bool dashed = false;
     bool markers = true;   // a filled circle at every point
     bool line = true;      // joined by a line
+    int marker_radius = 4; // larger markers under smaller ones show points that coincide
 };
 
 struct RefLine {  // horizontal, dashed, across the whole plot
@@ -90,6 +93,7 @@ struct Chart {
     std::vector<std::string> categories;
     std::vector<BarSeries> bars;
     bool stacked = false;  // bars on top of each other instead of side by side
+    bool legend_outside = false;  // the legend right of the axes instead of in their emptiest corner
 };
 
 // The plot area (inside the axes) of a rendered chart, in pixels.
