@@ -26,6 +26,7 @@
 #include "zero/comm/comm_emulated.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/flags.h"
+#include "zero/run/loss_plot.h"
 #include "zero/run/model_state_estimate.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
@@ -176,6 +177,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         make_dir(o.output_dir);
         main_log = open_file(o.output_dir + "/main.log", start_step > 0 ? "a" : "w");
     }
+    const double baseline = unigram_baseline_for(o.train_pattern);  // NAN where the data records none
     auto save = [&](int step) {
         RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
         std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype);
@@ -227,6 +229,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
             if (rank0) {
                 printf("step %d: val loss %.6f\n", step, val_loss);
                 if (main_log) fprintf(main_log, "s:%d tel:%.6f\n", step, val_loss), fflush(main_log);
+                if (main_log && !last) write_loss_plot(o.output_dir, baseline);  // the curve so far
             }
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
@@ -288,7 +291,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     if (rank0 && timed_steps > 0)
         printf("average step time %.2f ms (%.0f tok/s) over %d steps; 20 steps take %.2f s\n", total_ms / timed_steps,
                tokens_per_step / (total_ms / timed_steps / 1000.0), timed_steps, 20 * total_ms / timed_steps / 1000.0);
-    if (main_log) fclose(main_log);
+    if (main_log) {
+        fclose(main_log);
+        if (write_loss_plot(o.output_dir, baseline)) printf("loss curve: %s/loss.png\n", o.output_dir.c_str());
+    }
     destroy_kernel_ctx(ctx);
 }
 

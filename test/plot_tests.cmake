@@ -5,3 +5,8 @@ if(STB_DIR)  # the test decodes the PNG with stb_image.h
   target_include_directories(plot SYSTEM PRIVATE "${STB_DIR}")
   target_compile_definitions(plot PRIVATE ZERO_HAVE_STB=1)
 endif()
+zero_test(NAME loss_plot SOURCES test_loss_plot.cpp ARGS ${CPU_TRAINER})
+if(STB_DIR)
+  target_include_directories(loss_plot SYSTEM PRIVATE "${STB_DIR}")
+  target_compile_definitions(loss_plot PRIVATE ZERO_HAVE_STB=1)
+endif()
