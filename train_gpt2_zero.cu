@@ -28,6 +28,8 @@
 #include "zero/run/main_log.h"
 #include "zero/run/flags.h"
 #include "zero/run/hf_export.h"
+#include "zero/run/loss_plot.h"
+#include "zero/run/model_state_estimate.h"
 #include "zero/engine/loss_scaler.h"
 #include "zero/base/memory.h"
 #include "zero/engine/memory_predictor.h"
@@ -181,6 +183,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         make_dir(o.output_dir);
         main_log = open_main_log(o.output_dir + "/main.log", start_step);
     }
+    const double baseline = unigram_baseline_for(o.train_pattern);  // NAN where the data records none
     auto save = [&](int step) {
         RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
         std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype, o.seed, tokens_per_step);
@@ -234,12 +237,13 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
             if (rank0) {
                 printf("step %d: val loss %.6f\n", step, val_loss);
                 if (main_log) fprintf(main_log, "s:%d tel:%.6f\n", step, val_loss), fflush(main_log);
+                if (main_log && !last) write_loss_plot(o.output_dir, baseline);  // the curve so far
             }
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
-        // (-x 0: the initial model is the checkpoint)
-        if (!o.output_dir.empty() && (step > start_step || total_steps == 0) &&
+        // (-x 0: the initial model is the checkpoint; -n -1: no checkpoints)
+        if (!o.output_dir.empty() && o.checkpoint_every >= 0 && (step > start_step || total_steps == 0) &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
             save(step);
         if (last) break;
@@ -296,7 +300,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     if (rank0 && timed_steps > 0)
         printf("average step time %.2f ms (%.0f tok/s) over %d steps; 20 steps take %.2f s\n", total_ms / timed_steps,
                tokens_per_step / (total_ms / timed_steps / 1000.0), timed_steps, 20 * total_ms / timed_steps / 1000.0);
-    if (main_log) fclose(main_log);
+    if (main_log) {
+        fclose(main_log);
+        if (write_loss_plot(o.output_dir, baseline)) printf("loss curve: %s/loss.png\n", o.output_dir.c_str());
+    }
     destroy_kernel_ctx(ctx);
 }
 
@@ -322,6 +329,11 @@ int main(int argc, char** argv) {
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);
+        return 0;
+    }
+    if (o.params != 0) {  // a raw parameter count: the paper's model states, any model
+        CHECK(o.estimate, "--params is for --estimate 1 (model states of a model of that many parameters)");
+        print_model_state_estimate(o, stdout);
         return 0;
     }
     if (!o.sample.empty()) {  // text from a model instead of training

@@ -2,6 +2,7 @@
 # The layer rule, checked (CTest: layers). Every file of ours sits in one layer;
 # a file may include its own layer and the layers listed under it, nothing above:
 #
+#   reproduce zero/reproduce/ the paper's tables and figures and the homework, drawn from trainer runs
 #   run      zero/run/      flags, options, DeepSpeed config, set-up, fit check, reports
 #   model    zero/model/    GPT-2 as call lists over the engine's hooks
 #   engine   zero/engine/   the ZeRO engine, slots, host tasks, predictor, loss scaler, checkpoints
@@ -27,6 +28,7 @@ layer_of() {
     zero/engine/*) echo engine ;;
     zero/model/*) echo model ;;
     zero/run/*) echo run ;;
+    zero/reproduce/*) echo reproduce ;;
     zero/*) echo unplaced ;;
     *) echo top ;;
     esac
@@ -42,6 +44,7 @@ allowed() {
     engine) echo "base kernels data layout comm engine" ;;
     model) echo "base kernels data layout comm engine model" ;;
     run) echo "base kernels data layout comm engine model run" ;;
+    reproduce) echo "base kernels data layout comm engine model run reproduce" ;;
     *) echo "base kernels data layout comm engine model run top" ;;
     esac
 }

@@ -6,8 +6,10 @@
 #
 #   data/mobydick  data/gpt2_tokenizer.bin  .carry
 #
-# This script makes them: `make data` here, and .carry/llm.c from a local copy of
-# llm.c's repository (LLMC_SRC, a git directory or a checkout; never committed,
+# This script makes them: `make data` here, .carry/stb (stb_image_write.h and
+# stb_easy_font.h from Debian's libstb-dev, which the charts need and that
+# machine may lack: the Makefile looks there after /usr/include/stb), and
+# .carry/llm.c from a local copy of llm.c's repository (LLMC_SRC, a git directory or a checkout; never committed,
 # only built and run there beside ours). Prints the carry list and its size.
 #
 #   LLMC_SRC=/path/to/llm.c sh dev/gpu_carry.sh
@@ -15,6 +17,12 @@ set -eu
 cd "$(dirname "$0")/.."
 make data >/dev/null
 mkdir -p .carry
+if [ -f /usr/include/stb/stb_image_write.h ] && [ -f /usr/include/stb/stb_easy_font.h ]; then
+    mkdir -p .carry/stb
+    cp /usr/include/stb/stb_image_write.h /usr/include/stb/stb_easy_font.h .carry/stb/
+else
+    echo "note: no /usr/include/stb (apt-get install libstb-dev): the GPU machine's figures will be CSVs only"
+fi
 if [ -n "${LLMC_SRC:-}" ] && [ ! -d .carry/llm.c ]; then
     if [ -d "$LLMC_SRC/.git" ] || git -C "$LLMC_SRC" rev-parse --is-bare-repository >/dev/null 2>&1; then
         git -C "$LLMC_SRC" archive HEAD --prefix=llm.c/ | tar -x -C .carry

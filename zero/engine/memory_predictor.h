@@ -33,6 +33,24 @@ inline double paper_model_state_bytes(double psi, int stage, int N) {
     }
 }
 
+// Model states alone from a raw parameter count, for any model (the paper's
+// Table 1 and Figure 1): parameters and gradients in a `dtype_bytes` compute
+// copy (2 in the paper's mixed precision), K bytes of optimizer state per
+// parameter (12: fp32 master, m, v), each stage partitioning its share over N.
+// No activations, buffers, padding or fragmentation.
+struct ModelStateBytes {
+    double params = 0, grads = 0, optimizer = 0;
+    double total() const { return params + grads + optimizer; }
+};
+
+inline ModelStateBytes model_state_bytes(double psi, int stage, int N, double dtype_bytes = 2, double K = ZERO_K) {
+    ModelStateBytes m;
+    m.params = stage >= 3 ? dtype_bytes * psi / N : dtype_bytes * psi;
+    m.grads = stage >= 2 ? dtype_bytes * psi / N : dtype_bytes * psi;
+    m.optimizer = stage >= 1 ? K * psi / N : K * psi;
+    return m;
+}
+
 struct MemoryQuery {
     GPT2Config cfg;
     int stage = 1;

@@ -64,7 +64,7 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag("-s", "--sample_every", &O::sample_every, "print a generated sample every this many steps (0: never)"),
         flag("-g", "--gen_tokens", &O::gen_tokens, "tokens per sample"),
         flag("-n", "--checkpoint_every", &O::checkpoint_every,
-             "checkpoint every this many steps (0: at the end only); needs -o"),
+             "checkpoint every this many steps (0: at the end only, -1: never); needs -o"),
         flag("-y", "--resume", &O::resume, "1: resume from the latest complete checkpoint in -o"),
         flag("-z", "--zero_stage", &O::zero_stage, "ZeRO stage 0 (DDP), 1, 2 or 3"),
         flag(nullptr, "--ranks", &O::ranks, "emulate this many ranks in this process (threads)"),
@@ -83,6 +83,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--mem_report", &O::mem_report,
              "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
         flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory, check it fits this machine, and exit (status 1 if not)"),
+        flag(nullptr, "--params", &O::params,
+             "with --estimate 1: model states only (parameters, gradients, Adam) of a model of this many parameters "
+             "(e.g. 7.5e9) at every stage over --ranks ranks, in the paper's mixed precision unless -p fp32"),
         flag(nullptr, "--consolidate", &O::consolidate,
              "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
         flag(nullptr, "--from_hf", &O::from_hf,

@@ -31,7 +31,7 @@ struct TrainOptions {
     int val_max_batches = 20;
     int sample_every = 20;
     int gen_tokens = 64;
-    int checkpoint_every = 0;  // 0: only at the end (when -o is given)
+    int checkpoint_every = 0;  // 0: only at the end (when -o is given); -1: never (reports and logs only)
     int resume = 0;
     // ZeRO and memory
     int zero_stage = 1;
@@ -44,6 +44,7 @@ struct TrainOptions {
     double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
     int mem_report = 0;
     int estimate = 0;
+    double params = 0;  // --estimate for a raw parameter count: model states only, any model
     std::string consolidate;  // checkpoint to turn into one model file, then exit
     std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)
     std::string export_hf;    // write the model (-e file, --from_hf or --consolidate) as a Hugging Face folder, then exit

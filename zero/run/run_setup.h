@@ -187,12 +187,12 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "AdamW: 0 <= --adam_beta1, --adam_beta2 < 1 and --adam_eps > 0 please");
     CHECK(o.max_steps >= -1, "-x (steps) must be -1 (one epoch), 0 (only write the initial model with -o) or more (got %d)",
           o.max_steps);
-    CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= 0 && o.gen_tokens >= 0 &&
+    CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= -1 && o.gen_tokens >= 0 &&
               o.val_max_batches >= 1,
-          "-v, -s, -n and -g must be >= 0, -m >= 1");
+          "-v, -s and -g must be >= 0, -n >= -1, -m >= 1");
     CHECK(o.device_memory_mib >= 0, "--device_memory must be >= 0 MiB");
     CHECK(!o.resume || !o.output_dir.empty(), "-y 1 (resume) needs -o, the directory holding the checkpoints");
-    CHECK(o.checkpoint_every == 0 || !o.output_dir.empty(), "-n (checkpoint every) needs -o");
+    CHECK(o.checkpoint_every <= 0 || !o.output_dir.empty(), "-n (checkpoint every) needs -o");
     if (r.dtype == DType::F16)
         CHECK(o.loss_scale >= 0.0f && o.initial_scale_power >= 0 && o.initial_scale_power <= 60 &&
                   o.loss_scale_window >= 1 && o.hysteresis >= 1 && o.min_loss_scale > 0.0f,

@@ -1,0 +1,106 @@
+// Plain CSV: a header row, then one row per record, fields without commas or
+// quotes (numbers and short names). Written by the reproduction next to every
+// figure, and read back by it from the trainer's reports.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "zero/base/common.h"
+
+struct CsvTable {
+    std::string path;
+    std::vector<std::string> header;
+    std::vector<std::vector<std::string>> rows;
+
+    int column(const std::string& name) const {
+        for (size_t i = 0; i < header.size(); i++)
+            if (header[i] == name) return (int)i;
+        return -1;
+    }
+    const std::string& text(size_t row, const std::string& name) const {
+        int c = column(name);
+        CHECK(c >= 0, "%s has no column '%s'", path.c_str(), name.c_str());
+        return rows[row][c];
+    }
+    double num(size_t row, const std::string& name) const {
+        const std::string& t = text(row, name);
+        char* end = nullptr;
+        double v = strtod(t.c_str(), &end);
+        CHECK(!t.empty() && *end == '\0', "%s row %zu: '%s' in column %s is not a number", path.c_str(), row + 2,
+              t.c_str(), name.c_str());
+        return v;
+    }
+};
+
+inline std::vector<std::string> split_csv_line(const std::string& line) {
+    std::vector<std::string> fields(1);
+    for (char ch : line) {
+        if (ch == ',') fields.emplace_back();
+        else if (ch != '\r') fields.back() += ch;
+    }
+    return fields;
+}
+
+// Reads a CSV; every row must have the header's number of fields.
+inline CsvTable read_csv_table(const std::string& path) {
+    CsvTable t;
+    t.path = path;
+    FILE* f = open_file(path, "r");
+    std::string line;
+    int ch, line_no = 0;
+    auto take = [&]() {
+        line_no++;
+        std::vector<std::string> fields = split_csv_line(line);
+        if (t.header.empty()) t.header = fields;
+        else {
+            CHECK(fields.size() == t.header.size(), "%s line %d: %zu fields, the header has %zu", path.c_str(), line_no,
+                  fields.size(), t.header.size());
+            t.rows.push_back(fields);
+        }
+        line.clear();
+    };
+    while ((ch = fgetc(f)) != EOF) {
+        if (ch == '\n') take();
+        else line += (char)ch;
+    }
+    if (!line.empty()) take();
+    fclose(f);
+    CHECK(!t.header.empty(), "%s is empty: a CSV needs a header row", path.c_str());
+    return t;
+}
+
+// Collects a CSV row by row; save() writes it in one go.
+struct CsvWriter {
+    std::string path;
+    std::string text;
+    size_t columns;
+    CsvWriter(std::string p, const std::vector<std::string>& header) : path(std::move(p)), columns(header.size()) {
+        row(header);
+    }
+    void row(const std::vector<std::string>& fields) {
+        CHECK(fields.size() == columns, "%s: a row of %zu fields, the header has %zu", path.c_str(), fields.size(),
+              columns);
+        for (size_t i = 0; i < fields.size(); i++) text += (i ? "," : "") + fields[i];
+        text += "\n";
+    }
+    void save() const {
+        FILE* f = open_file(path, "w");
+        fwrite(text.data(), 1, text.size(), f);
+        fclose(f);
+    }
+};
+
+// Free text as one field: commas and newlines become semicolons.
+inline std::string csv_field(std::string s) {
+    for (char& ch : s)
+        if (ch == ',' || ch == '\n') ch = ';';
+    return s;
+}
+
+inline std::string csv_num(double v, const char* fmt = "%.6g") {
+    char buf[64];
+    snprintf(buf, sizeof(buf), fmt, v);
+    return buf;
+}

@@ -1,0 +1,205 @@
+// The classic ZeRO homework: six DeepSpeed configurations (dev/homework/*.json),
+// each run through --deepspeed_config, tabulated as rank 0's memory after
+// forward, after backward and after the step, and the time per 20 iterations.
+//   homework.csv/png, and the DeepSpeed keys the trainer accepted without effect
+#pragma once
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "zero/base/csv.h"
+#include "zero/base/plot.h"
+#include "zero/reproduce/report.h"
+#include "zero/reproduce/run_command.h"
+
+struct HomeworkSettings {
+    std::string trainer;
+    std::string config_dir = "dev/homework";
+    std::string model = "d12";
+    int seq_len = 64;
+    int ranks = 4;  // the world the JSON files' train_batch_size is written for
+    int steps = 3;  // the first warms up; the rest are timed
+    std::string flags;
+};
+
+struct HomeworkConfig {
+    const char* name;
+    const char* file;
+};
+inline std::vector<HomeworkConfig> homework_configs() {
+    return {{"stage 1", "stage1.json"},
+            {"stage 2", "stage2.json"},
+            {"stage 2 + offload", "stage2_offload.json"},
+            {"stage 3", "stage3.json"},
+            {"stage 3 + offload", "stage3_offload.json"},
+            {"stage 3 + fp16", "stage3_fp16.json"}};
+}
+
+struct HomeworkResult {
+    std::string name, file, precision, why;
+    bool ran = false;
+    double fwd = 0, bwd = 0, step = 0, peak = 0, host = 0;  // bytes, rank 0, the last step
+    double seconds20 = 0;                                     // the trainer's "20 steps take"
+};
+
+// Why a DeepSpeed key that is accepted here changes nothing, for notes from a
+// trainer that names the key without a reason.
+inline std::string homework_key_reason(const std::string& key) {
+    struct Reason {
+        const char* key;
+        const char* why;
+    };
+    static const Reason reasons[] = {
+        {"reduce_scatter", "stages 1-3 always reduce-scatter gradients (stage 0 all-reduces them)"},
+        {"allgather_partitions", "updated parameter slices are always all-gathered from the partitions"},
+        {"allgather_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
+        {"reduce_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
+        {"overlap_comm", "collectives always run on their own stream beside compute on the GPU (in program order "
+                         "on the CPU build)"},
+        {"contiguous_gradients", "gradients always live in one flat buffer, slices contiguous by construction"},
+        {"sub_group_size", "the optimizer already steps one unit at a time, the unit being its sub-group"},
+    };
+    for (const Reason& r : reasons)
+        if (key.size() >= strlen(r.key) && key.compare(key.size() - strlen(r.key), std::string::npos, r.key) == 0)
+            return r.why;
+    return "";
+}
+
+// One line for the report from a trainer note on a DeepSpeed key: the key, why it
+// changes nothing (the note's own parenthesised reason, else ours), the note.
+inline std::string explain_note(const std::string& note) {
+    size_t at = note.find("DeepSpeed key ");
+    if (at == std::string::npos) return "the trainer: \"" + note + "\"";
+    std::string key = note.substr(at + 14);
+    key = key.substr(0, key.find_first_of(" :=("));
+    std::string why;
+    size_t open = note.find('('), close = note.rfind(')');
+    if (open != std::string::npos && close != std::string::npos && close > open)
+        why = note.substr(open + 1, close - open - 1);
+    else why = homework_key_reason(key);
+    if (why.empty()) return "`" + key + "`: the trainer: \"" + note + "\"";
+    return "`" + key + "`: no effect here: " + why + " (the trainer: \"" + note + "\")";
+}
+
+inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const std::string& dir,
+                                                std::vector<std::string>& notes,
+                                                const std::function<void(const std::string&)>& progress) {
+    std::vector<HomeworkResult> results;
+    std::set<std::string> seen;
+    int k = 0, total = (int)homework_configs().size();
+    for (const HomeworkConfig& c : homework_configs()) {
+        HomeworkResult h;
+        h.name = c.name, h.file = s.config_dir + "/" + c.file;
+        std::string run_dir = dir + "/runs/homework_" + std::string(c.file).substr(0, strlen(c.file) - 5);
+        run_logged("rm -rf '" + run_dir + "'", "/dev/null");
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "%s -e %s -t %d --ranks %d -x %d -v 0 -s 0 -n -1 --mem_report 1 -o %s %s --deepspeed_config %s",
+                 s.trainer.c_str(), s.model.c_str(), s.seq_len, s.ranks, s.steps, run_dir.c_str(), s.flags.c_str(),
+                 h.file.c_str());
+        CommandRun r = run_logged(cmd, run_dir + ".log");
+        // the trainer's notes on the file, each once
+        size_t pos = 0;
+        while ((pos = r.output.find("note: ", pos)) != std::string::npos) {
+            size_t end = r.output.find('\n', pos);
+            std::string note = r.output.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6);
+            pos = end == std::string::npos ? r.output.size() : end;
+            if (note.find("DeepSpeed") == std::string::npos || !seen.insert(note).second) continue;
+            notes.push_back(explain_note(note));
+        }
+        char line[512];
+        if (r.status == 0) {
+            h.ran = true;
+            std::string peak_line = line_with(r.output, "measured matmul peak");  // "... (fp32); ..."
+            size_t open = peak_line.find('('), close = peak_line.find(')');
+            h.precision = open != std::string::npos && close > open ? peak_line.substr(open + 1, close - open - 1) : "";
+            std::string t20 = line_with(r.output, "20 steps take");
+            size_t at = t20.find("20 steps take ");
+            h.seconds20 = at == std::string::npos ? NAN : atof(t20.c_str() + at + 14);
+            CsvTable mem = read_csv_table(run_dir + "/mem_report_rank0.csv");
+            for (size_t i = 0; i < mem.rows.size(); i++) {
+                if (mem.num(i, "step") != s.steps) continue;
+                const std::string &ph = mem.text(i, "phase"), &arena = mem.text(i, "arena");
+                if (arena == "host" && ph == "step") h.host = mem.num(i, "live_total");
+                if (arena != "device") continue;
+                double live = mem.num(i, "live_total");
+                (ph == "forward" ? h.fwd : ph == "backward" ? h.bwd : h.step) = live;
+                h.peak = mem.num(i, "peak");
+            }
+            snprintf(line, sizeof(line), "[%d/%d] homework: %s (%s): %.1f s", ++k, total, c.name, h.precision.c_str(),
+                     r.seconds);
+        } else {
+            std::string err = line_with(r.output, "error:");
+            h.why = err.empty() ? "exit status " + std::to_string(r.status) : err;
+            snprintf(line, sizeof(line), "[%d/%d] homework: %s: failed (%s)", ++k, total, c.name, h.why.c_str());
+        }
+        progress(line);
+        results.push_back(h);
+    }
+    return results;
+}
+
+inline void write_homework(const HomeworkSettings& s, const std::vector<HomeworkResult>& res,
+                           const std::vector<std::string>& notes, const std::string& dir, Report& rep) {
+    const double MiB = 1048576.0;
+    CsvWriter csv(dir + "/homework.csv", {"config", "json", "precision", "ranks", "after_forward_mib",
+                                          "after_backward_mib", "after_step_mib", "peak_mib", "host_mib",
+                                          "seconds_per_20_iterations", "status"});
+    Chart mem, time;
+    mem.title = "rank 0's device memory";
+    mem.y.label = "MiB";
+    mem.width = 1100, mem.height = 560;
+    mem.bars = {{"after forward", {}, plot_color(0)}, {"after backward", {}, plot_color(1)},
+                {"after step", {}, plot_color(2)}};
+    time.title = "time per 20 iterations";
+    time.y.label = "seconds";
+    time.width = 1100, time.height = 420;
+    time.bars = {{"", {}, plot_color(4)}};
+    std::vector<std::vector<std::string>> rows;
+    for (const HomeworkResult& h : res) {
+        std::string cat = h.name;
+        size_t plus = cat.find(" + ");
+        if (plus != std::string::npos) cat.replace(plus, 1, "\n");
+        mem.categories.push_back(cat);
+        time.categories.push_back(cat);
+        mem.bars[0].values.push_back(h.ran ? h.fwd / MiB : NAN);
+        mem.bars[1].values.push_back(h.ran ? h.bwd / MiB : NAN);
+        mem.bars[2].values.push_back(h.ran ? h.step / MiB : NAN);
+        time.bars[0].values.push_back(h.ran ? h.seconds20 : NAN);
+        csv.row({h.name, h.file, h.ran ? h.precision : "", std::to_string(s.ranks), csv_num(h.ran ? h.fwd / MiB : NAN),
+                 csv_num(h.ran ? h.bwd / MiB : NAN), csv_num(h.ran ? h.step / MiB : NAN),
+                 csv_num(h.ran ? h.peak / MiB : NAN), csv_num(h.ran ? h.host / MiB : NAN),
+                 csv_num(h.ran ? h.seconds20 : NAN), h.ran ? "measured" : csv_field(h.why)});
+        if (h.ran)
+            rows.push_back({h.name, "`" + h.file + "`", h.precision, fmt("%.1f", h.fwd / MiB), fmt("%.1f", h.bwd / MiB),
+                            fmt("%.1f", h.step / MiB), fmt("%.1f", h.peak / MiB), fmt("%.1f", h.host / MiB),
+                            fmt("%.2f s", h.seconds20)});
+        else rows.push_back({h.name, "`" + h.file + "`", "failed: " + h.why, "", "", "", "", "", ""});
+    }
+    csv.save();
+    write_png(dir + "/homework.png",
+              tile_images({render_chart(mem), render_chart(time)}, 1,
+                          "The homework: " + s.model + ", " + std::to_string(s.ranks) + " ranks, B 1, T " +
+                              std::to_string(s.seq_len)));
+    rep.heading("The homework: six DeepSpeed configurations");
+    rep.image("homework.png", "homework");
+    rep.para("Each configuration is a DeepSpeed JSON file in `" + s.config_dir + "/`, run as `--deepspeed_config` "
+             "with " + std::to_string(s.ranks) + " emulated ranks (its `train_batch_size` = " +
+             std::to_string(s.ranks) + " x `train_micro_batch_size_per_gpu` 1), " + std::to_string(s.steps) +
+             " steps; the table is rank 0's live device memory at the last step, the host memory it holds (offload), "
+             "and the trainer's average step time (after the first) times 20. Precision is what the file asks for: "
+             "DeepSpeed trains in fp32 unless `fp16` or `bf16` is enabled. Numbers: `homework.csv`.");
+    rep.table({"configuration", "file", "precision", "after fwd MiB", "after bwd MiB", "after step MiB", "peak MiB",
+               "host MiB", "20 iterations"},
+              rows);
+    if (!notes.empty()) {
+        std::string list = "Keys the trainer accepted without effect here, as it said when reading the files:\n\n";
+        for (const std::string& n : notes) list += "- " + n + "\n";
+        rep.para(list);
+    }
+}

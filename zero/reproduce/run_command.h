@@ -1,0 +1,47 @@
+// Running the trainer from the reproduction: one command, its output kept in a
+// log file, its exit status and wall time returned.
+#pragma once
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+
+#include <sys/wait.h>
+
+#include "zero/base/common.h"
+
+struct CommandRun {
+    int status = -1;      // exit status; -1 if it did not exit normally
+    double seconds = 0;   // wall time
+    std::string output;   // stdout and stderr together (also in the log file)
+};
+
+inline std::string read_text_file(const std::string& path) {
+    std::string text;
+    FILE* f = fopen(path.c_str(), "r");
+    if (!f) return text;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+    fclose(f);
+    return text;
+}
+
+inline CommandRun run_logged(const std::string& command, const std::string& log_path) {
+    CommandRun r;
+    auto t0 = std::chrono::steady_clock::now();
+    int raw = std::system((command + " > '" + log_path + "' 2>&1").c_str());
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.output = read_text_file(log_path);
+    return r;
+}
+
+// The first line of `text` that contains `needle`, without its newline ("" if none).
+inline std::string line_with(const std::string& text, const std::string& needle) {
+    size_t at = text.find(needle);
+    if (at == std::string::npos) return "";
+    size_t begin = text.rfind('\n', at), end = text.find('\n', at);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
