@@ -19,3 +19,4 @@ zero_script_test(NAME nccl_launch
                  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/run_nccl_tests.sh" "${REPO_ROOT}"
                  LABELS gpu comm)
 set_tests_properties(nccl_launch PROPERTIES TIMEOUT 3600)
+zero_test(NAME comm_groups SOURCES test_comm_groups.cpp)
