@@ -10,3 +10,7 @@ zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_T
 zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME tp_plan SOURCES test_tp_plan.cpp)
 zero_test(NAME vocab_parallel SOURCES test_vocab_parallel.cpp)
+# Tensor parallelism beside ZeRO: the grid in process (losses, parameters,
+# bytes, memory against one rank and the formulas) and through the trainer.
+zero_test(NAME tensor_parallel SOURCES test_tensor_parallel.cpp)
+zero_test(NAME tp_trainer SOURCES test_tp_trainer.cpp ARGS ${CPU_TRAINER})
