@@ -112,16 +112,27 @@ inline size_t device_memory_used() {
 // One rank's whole run.
 
 template <typename T>
-void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
-    const int rank = comm.rank, world = comm.world;
+void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
+    const int rank = world_comm.rank;
     const bool rank0 = rank == 0;
 #ifdef _OPENMP
     omp_set_num_threads(run.cpu_threads_per_rank());  // OMP_NUM_THREADS, or every core, over the ranks
 #endif
+    // The grid (zero/layout/tp_plan.h): with tensor parallelism, a tensor group of
+    // run.tp adjacent ranks and a data group of the ranks holding the same part
+    // of the model; ZeRO, the batches and the loss live on the data group.
+    TpGrid grid(run.world, run.tp);
+    std::unique_ptr<Comm> tensor_group, data_group;
+    if (run.tp > 1) {
+        tensor_group = world_comm.split(grid.dp_rank(rank), grid.tp_rank(rank));
+        data_group = world_comm.split(grid.tp_rank(rank), grid.dp_rank(rank));
+    }
+    Comm& comm = data_group ? *data_group : world_comm;
+    const int dp_rank = comm.rank, world = comm.world;  // data-parallel rank and size
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
-    ParamLayout layout(run.cfg);
-    ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o));
+    ParamLayout layout(run.cfg, run.tp);
+    ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o), tensor_group.get());
     GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);
     MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
 
@@ -131,17 +142,24 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     } else if (run.model_file.empty()) zero.init_parameters(o.seed);
     else {
         ModelFile mf(run.model_file);
-        zero.load_parameters([&](int u, float* dst) { mf.read_unit(layout, u, dst); });
+        ParamLayout whole(run.cfg, 1);
+        std::vector<float> full_unit;
+        zero.load_parameters([&](int u, float* dst) {
+            if (run.tp == 1) return mf.read_unit(layout, u, dst);
+            full_unit.assign(whole.unit_spec(u).numel, 0.0f);  // the full unit, then this rank's part of it
+            mf.read_unit(whole, u, full_unit.data());
+            layout.tp_slice_unit(zero.tp_rank, u, full_unit.data(), dst);
+        });
     }
 
     DataLoader train_loader, val_loader;
-    train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, rank, world, o.shuffle != 0, o.seed);
+    train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, dp_rank, world, o.shuffle != 0, o.seed);
     train_loader.set_vocab_check(run.cfg.vocab_size);
     // validation: the micro-batch, or fewer sequences if the validation set is smaller than one global batch
     int val_B = o.val_every > 0 && !o.val_pattern.empty() ? validation_micro_batch(o.val_pattern, o.micro_batch, o.seq_len, world) : 0;
     bool have_val = val_B > 0;
     if (have_val) {
-        val_loader.init(o.val_pattern, val_B, o.seq_len, rank, world, false, o.seed);
+        val_loader.init(o.val_pattern, val_B, o.seq_len, dp_rank, world, false, o.seed);
         val_loader.set_vocab_check(run.cfg.vocab_size);
     }
     if (rank0 && o.val_every > 0 && val_B < o.micro_batch)
@@ -206,7 +224,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
     // MFU: model flops per second over the measured matmul peak of the devices in use
     // (emulated ranks share one device; NCCL ranks have one each)
     double peak = 0.0;
-    comm.barrier();  // nobody computes while rank 0 measures
+    world_comm.barrier();  // nobody computes while rank 0 measures
     if (rank0) {
 #ifdef ZERO_CUDA
         peak = measure_matmul_peak_flops<T>(ctx, 8192);
@@ -218,15 +236,18 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
                run.ranks_per_process);
 #endif
-        peak *= run.launch.world > 1 ? world : 1;
+        peak *= run.launch.world > 1 ? run.world : 1;
         printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(peak).c_str(),
                dtype_name(run.dtype), flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
     }
-    comm.barrier();
+    world_comm.barrier();
     const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;
     if (rank0) {
         printf("training %d steps from step %d: %ld tokens per step (%d rank(s) x B=%d x T=%d x %d micro-step(s))\n",
                total_steps, start_step, tokens_per_step, world, o.micro_batch, o.seq_len, run.micro_steps);
+        if (run.tp > 1)
+            printf("tensor parallel: %d x %d grid (tensor groups of %d ranks, ZeRO stage %d across %d data-parallel "
+                   "rank(s))\n", run.tp, run.dp, run.tp, o.zero_stage, run.dp);
     }
     double total_ms = 0.0;
     int timed_steps = 0;
@@ -252,6 +273,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         auto t0 = std::chrono::steady_clock::now();
         mem.reset_peak();
         comm.stats = CommStats{};
+        world_comm.stats = CommStats{};
+        if (tensor_group) tensor_group->stats = CommStats{};
         MemCounts live_fwd, live_bwd;
         float dloss = scaler.scale() / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
 
@@ -285,16 +308,17 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& comm) {
         if (o.mem_report) {
             PhaseMemory phases{live_fwd, live_bwd, live_step};
             size_t used = device_memory_used();
-            for (int r = 0; r < world; r++) {  // one rank at a time, in rank order
-                comm.barrier();
+            for (int r = 0; r < run.world; r++) {  // one rank at a time, in rank order
+                world_comm.barrier();
                 if (r != rank) continue;
-                print_memory_line(rank, phases, predicted, mem, comm.stats, used);
+                print_memory_line(rank, phases, predicted, mem, comm.stats, used,
+                                  tensor_group ? &tensor_group->stats : nullptr);
                 if (o.output_dir.empty()) continue;
                 std::string suffix = "_rank" + std::to_string(rank) + ".csv";
                 append_memory_csv(o.output_dir + "/mem_report" + suffix, step + 1, rank, phases, predicted, mem, used);
                 append_comm_csv(o.output_dir + "/comm_report" + suffix, step + 1, rank, comm.stats);
             }
-            comm.barrier();
+            world_comm.barrier();
         }
     }
     if (rank0 && timed_steps > 0)

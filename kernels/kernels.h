@@ -17,6 +17,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cpu/vocab_parallel.h"
 #include "zero/base/memory.h"
 
 #ifdef ZERO_CUDA
@@ -139,6 +140,63 @@ void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* loss
                       const int* targets /* (BT) */, int BT, int V, int Vp, float dloss) {
     ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss),
                   fused_classifier_cpu(logits, losses, targets, BT, V, Vp, dloss));
+}
+
+// --- the vocabulary-parallel embedding and cross-entropy (tensor parallelism) --
+// A rank holds Vl padded-vocabulary rows of wte from row v0 (kernels/cpu/vocab_parallel.h).
+// Tensor parallelism runs in the CPU build; the CUDA build refuses --tp > 1
+// before any of these could be reached (zero/run/run_setup.h).
+#ifdef ZERO_CUDA
+[[noreturn]] inline void no_cuda_tensor_parallel(const char* kernel) {
+    fail("%s: tensor parallelism runs in the CPU build only", kernel);
+}
+#endif
+
+template <typename T>
+void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* tokens /* (B,T) */,
+                           const T* wte_local /* (Vl,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C,
+                           int v0, int Vl, bool add_wpe) {
+    ZERO_DISPATCH(no_cuda_tensor_parallel("encoder_forward_vocab"),
+                  encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
+    (void)ctx;
+}
+
+// dwte_local accumulates the rows of the tokens this rank holds, dwpe every
+// position's; tokens_host is the batch on the host
+template <typename T>
+void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T* dwpe /* (maxT,C) */,
+                            const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0,
+                            int Vl) {
+    ZERO_DISPATCH(no_cuda_tensor_parallel("encoder_backward_vocab"),
+                  encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl));
+    (void)ctx;
+}
+
+template <typename T>
+void vocab_parallel_local_stats(const KernelCtx& ctx, float* row_max, float* target_logit /* (BT) */,
+                                const T* logits /* (BT,Vl) */, const int* targets, int BT, int Vl, int v0, int V) {
+    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_local_stats"),
+                  vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
+    (void)ctx;
+}
+
+template <typename T>
+void vocab_parallel_sum_exp(const KernelCtx& ctx, float* global_max, float* sum_exp /* (BT) */,
+                            const float* gathered_max /* (t,BT) */, const T* logits /* (BT,Vl) */, int t, int BT,
+                            int Vl, int v0, int V) {
+    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_sum_exp"),
+                  vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
+    (void)ctx;
+}
+
+template <typename T>
+void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float* losses, const int* targets,
+                           const float* global_max, const float* sum_exp, const float* target_logit /* (BT) */,
+                           int BT, int Vl, int v0, int V, float dloss) {
+    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_finish"),
+                  vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl, v0,
+                                            V, dloss));
+    (void)ctx;
 }
 
 // AdamW over one contiguous piece; param (compute-dtype copy) may be null

@@ -21,3 +21,4 @@ zero_script_test(NAME nccl_launch
 set_tests_properties(nccl_launch PROPERTIES TIMEOUT 3600)
 # hangs: the emulated backend's barrier watchdog names the waiting rank, the collective and the missing rank
 zero_test(NAME watchdog SOURCES test_watchdog.cpp)
+zero_test(NAME comm_groups SOURCES test_comm_groups.cpp)

@@ -11,3 +11,9 @@ zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})
 # kill -9 at random moments during a run that checkpoints every step, then resume:
 # bit-identical to the uninterrupted run; another run's directory refused or overwritten, never mixed
 zero_test(NAME kill_resume SOURCES test_kill_resume.cpp ARGS ${CPU_TRAINER})
+zero_test(NAME tp_plan SOURCES test_tp_plan.cpp)
+zero_test(NAME vocab_parallel SOURCES test_vocab_parallel.cpp)
+# Tensor parallelism beside ZeRO: the grid in process (losses, parameters,
+# bytes, memory against one rank and the formulas) and through the trainer.
+zero_test(NAME tensor_parallel SOURCES test_tensor_parallel.cpp)
+zero_test(NAME tp_trainer SOURCES test_tp_trainer.cpp ARGS ${CPU_TRAINER})

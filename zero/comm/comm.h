@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "zero/base/backend.h"
 #include "zero/base/dtype.h"
@@ -72,4 +73,10 @@ class Comm {
     // summed in rank order so every rank gets the same bits.
     virtual double sum_scalar(double x) = 0;
     virtual double max_scalar(double x) = 0;
+
+    // A sub-communicator, as ncclCommSplit makes one: every rank of this one
+    // calls it together; the ranks giving the same color form a group, ranked
+    // by key (ties by rank here). The new communicator counts its own bytes,
+    // so a tensor group's traffic is told apart from a data group's.
+    virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 };

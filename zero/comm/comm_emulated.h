@@ -16,7 +16,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <algorithm>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -57,6 +60,7 @@ class ThreadBarrier {
              "--timeout sets the limit",
              rank, timeout, what, n_missing ? missing.c_str() : "(unknown)");
     }
+    double timeout_s() const { return timeout; }
 
   private:
     std::mutex mu;
@@ -69,16 +73,21 @@ class ThreadBarrier {
 };
 
 // What the ranks of one emulated world share: the barrier and the mailboxes in
-// which each rank publishes its buffer pointers, scalars and events.
+// which each rank publishes its buffer pointers, scalars and events; and the
+// worlds of the groups split from it, which live as long as it does.
 struct EmulatedWorld {
     explicit EmulatedWorld(int n, double timeout_s = 0)
-        : world(n), barrier(n, timeout_s), send(n), recv(n), scalar(n), ready(n), done(n) {}
+        : world(n), barrier(n, timeout_s), send(n), recv(n), scalar(n), ready(n), done(n), split_color(n),
+          split_key(n) {}
     const int world;
     ThreadBarrier barrier;
     std::vector<const void*> send;
     std::vector<void*> recv;
     std::vector<double> scalar;
     std::vector<Event> ready, done;  // per rank, recorded on its stream (GPU only)
+    std::vector<int> split_color, split_key;
+    std::mutex children_mu;
+    std::map<std::pair<int, int>, std::unique_ptr<EmulatedWorld>> children;  // (split call, color) -> group
 };
 
 class EmulatedComm : public Comm {
@@ -156,9 +165,35 @@ class EmulatedComm : public Comm {
         return scalar_reduce(x, [](double a, double b) { return a > b ? a : b; });
     }
 
+    std::unique_ptr<Comm> split(int color, int key) override {
+        shared.split_color[rank] = color;
+        shared.split_key[rank] = key;
+        shared.barrier.wait();
+        std::vector<int> members;  // my group, in the order of its new ranks
+        for (int k = 0; k < world; k++)
+            if (shared.split_color[k] == color) members.push_back(k);
+        std::stable_sort(members.begin(), members.end(),
+                         [&](int a, int b) { return shared.split_key[a] < shared.split_key[b]; });
+        int new_rank = (int)(std::find(members.begin(), members.end(), rank) - members.begin());
+        std::pair<int, int> id{splits, color};
+        splits++;
+        if (new_rank == 0) {
+            std::lock_guard<std::mutex> lock(shared.children_mu);
+            shared.children[id] = std::make_unique<EmulatedWorld>((int)members.size(), shared.barrier.timeout_s());
+        }
+        shared.barrier.wait();  // every group's world exists; the mailboxes may be reused
+        EmulatedWorld* group;
+        {
+            std::lock_guard<std::mutex> lock(shared.children_mu);
+            group = shared.children.at(id).get();
+        }
+        return std::make_unique<EmulatedComm>(*group, new_rank, ctx);
+    }
+
   private:
     EmulatedWorld& shared;
     KernelCtx ctx;
+    int splits = 0;  // split() calls so far (every rank makes the same ones)
 
     size_t chunk_begin(size_t count, int k) const { return count * k / world; }
 

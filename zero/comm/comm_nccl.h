@@ -167,6 +167,16 @@ class NcclComm : public Comm {
         return acc;
     }
 
+    // ncclCommSplit: a collective over this communicator's ranks.
+    std::unique_ptr<Comm> split(int color, int key) override {
+        ncclComm_t sub = nullptr;
+        ncclCheck(ncclCommSplit(comm, color, key, &sub, nullptr));
+        int sub_rank = 0, sub_world = 0;
+        ncclCheck(ncclCommUserRank(sub, &sub_rank));
+        ncclCheck(ncclCommCount(sub, &sub_world));
+        return std::make_unique<NcclComm>(sub, sub_rank, sub_world);
+    }
+
   private:
     ncclComm_t comm;
     Stream internal;

@@ -54,7 +54,8 @@ inline ModelStateBytes model_state_bytes(double psi, int stage, int N, double dt
 struct MemoryQuery {
     GPT2Config cfg;
     int stage = 1;
-    int world = 1;
+    int world = 1;        // the ranks ZeRO shards across (with tensor parallelism: the data-parallel ranks)
+    int tp = 1;           // tensor-parallel degree: model states and split activations are t-local
     size_t dtype_bytes = 4;
     int micro_batch = 4;  // B per rank
     int seq_len = 64;     // T
@@ -75,7 +76,7 @@ struct MemoryPrediction {
 };
 
 inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align) {
-    ParamLayout layout(q.cfg);
+    ParamLayout layout(q.cfg, q.tp);  // t-local units, sharded across the data-parallel ranks
     ShardPlan plan(layout.unit_specs(), q.world, shard_align);
     const double N = q.world, s = (double)q.dtype_bytes;
     const double psi = (double)plan.full_numel;  // padded
@@ -104,19 +105,23 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double host_params = off_opt ? psi / N * s : 0;
     double host_comm = off_opt && q.stage >= 2 ? 2 * slice * s : 0;
 
-    // --- activations: what forward saves (see zero/layout/activations.h for the list)
+    // --- activations: what forward saves (see zero/layout/activations.h for the list).
+    // With tensor parallelism (t > 1) the column-parallel outputs (qkv, attention,
+    // fc), the heads' statistics and the logits are t-local; the residual stream
+    // and the layernorms' inputs and outputs are whole on every rank.
     double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = q.cfg.num_layers;
-    double NH = q.cfg.num_heads, Vp = q.cfg.padded_vocab_size;
+    double t = q.tp, Cl = C / t, NHl = q.cfg.num_heads / t, Vl = q.cfg.padded_vocab_size / t;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
     double outputs = q.offload_activations ? 2 : L;  // each layer's output, or a pair cycling on the device
-    double per_layer = BT * C * (1 + 3 + 1 + 1 + 1 + 4) * s  // ln1, qkv, atty, residual2, ln2, fch
-                       + (2 * BT + NH * BT + 2 * BT) * 4;    // ln1 stats, attention lse, ln2 stats
-    double acts = cm * per_layer + cg * BT * 4 * C * s       // fch_gelu
-                  + (1 + outputs + 1) * BT * C * s           // encoded, layer outputs, lnf
-                  + 2 * BT * 4 + BT * Vp * s                 // lnf stats, logits
-                  + 2 * BT * 4 + 2 * BT * 4;                 // losses and their sum, input and target tokens
+    double per_layer = BT * (C + 3 * Cl + Cl + C + C + 4 * Cl) * s  // ln1, qkv, atty, residual2, ln2, fch
+                       + (2 * BT + NHl * BT + 2 * BT) * 4;          // ln1 stats, attention lse, ln2 stats
+    double acts = cm * per_layer + cg * BT * 4 * Cl * s             // fch_gelu
+                  + (1 + outputs + 1) * BT * C * s                  // encoded, layer outputs, lnf
+                  + 2 * BT * 4 + BT * Vl * s                        // lnf stats, logits
+                  + 2 * BT * 4 + 2 * BT * 4                         // losses and their sum, input and target tokens
+                  + (q.tp > 1 ? (t + 3) * BT * 4 : 0);              // the vocabulary-parallel loss's row statistics
     double host_acts = q.offload_activations ? L * BT * C * s : 0;
-    double scratch = BT * C * (1 + 1 + 1 + 3 + 4) * s        // branch, dresidual, dbtc, dqkv, dfch
+    double scratch = BT * (C + C + C + 3 * Cl + 4 * Cl) * s          // branch, dresidual, dbtc, dqkv, dfch
                      + (off_opt ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
 

@@ -28,6 +28,13 @@
 // micro-step; stages 2 and 3 reduce-scatter every micro-step and accumulate
 // into their gradient slices. Gradients are in the compute dtype throughout (as
 // in the ZeRO paper's accounting); masters and moments are fp32.
+//
+// Tensor parallelism: the layout is then one tensor-parallel rank's (t-local
+// units, zero/layout/tp_plan.h), `comm` is the rank's data group, and all of
+// the above runs unchanged on it. The tensor group enters only where the
+// whole model matters: the initial values (cut from the full model's), and
+// the global gradient norm, which sums the split tensors over the tensor group
+// and counts the replicated ones once.
 #pragma once
 
 #include <cmath>
@@ -69,8 +76,10 @@ struct StepResult {
 template <typename T>
 class ZeroEngine {
   public:
+    // comm: the ranks ZeRO shards across (the data group); tensor: the rank's
+    // tensor group when layout_.tp > 1, else null.
     ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_,
-               const ZeroConfig& cfg)
+               const ZeroConfig& cfg, Comm* tensor_ = nullptr)
         : layout(layout_),
           plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN),
           comm(comm_),
@@ -82,7 +91,11 @@ class ZeroEngine {
           world(comm_.world),
           seed(cfg.seed),
           offload_optimizer(cfg.offload_optimizer),
-          offload_param(cfg.offload_param) {
+          offload_param(cfg.offload_param),
+          tensor(tensor_),
+          tp_rank(tensor_ ? tensor_->rank : 0) {
+        CHECK((layout.tp > 1) == (tensor != nullptr) && (!tensor || tensor->world == layout.tp),
+              "internal: a tensor-parallel layout needs its tensor group, and only it");
         std::string err = plan.validate();
         CHECK(err.empty(), "%s", err.c_str());
         CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
@@ -118,6 +131,8 @@ class ZeroEngine {
     const int stage, micro_steps, rank, world;
     const uint64_t seed;
     const bool offload_optimizer, offload_param;
+    Comm* const tensor;  // the tensor group, or null
+    const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
     // ---------------------------------------------------------------------
@@ -139,17 +154,24 @@ class ZeroEngine {
 
     // GPT-2 initialisation from a seed: element i of tensor t, layer l gets
     // N(0, std_t) from the counter-based generator keyed by (seed, t, l, i), so
-    // every rank computes the same value for it whatever the world size.
+    // every rank computes the same value for it whatever the world size. With
+    // tensor parallelism i is the element's index in the full tensor: the full
+    // unit is drawn and this rank's part cut from it.
     void init_parameters(uint64_t init_seed) {
+        ParamLayout whole(layout.cfg, 1);
+        std::vector<float> full_unit;
         load_parameters([&](int u, float* dst) {
-            for (const TensorSpec& ts : plan.units[u].tensors) {
+            if (layout.tp > 1) full_unit.assign(whole.unit_spec(u).numel, 0.0f);
+            float* values = layout.tp > 1 ? full_unit.data() : dst;
+            for (const TensorSpec& ts : whole.unit_spec(u).tensors) {
                 float std_ = layout.init_std(ts.id), c = layout.init_constant(ts.id);
                 uint64_t stream_seed = mix64(init_seed ^ mix64(((uint64_t)ts.id << 32) | (uint64_t)ts.layer));
                 size_t real = layout.init_real_numel(ts.id);
-                float* out = dst + ts.offset_in_unit;
+                float* out = values + ts.offset_in_unit;
 #pragma omp parallel for schedule(static)
                 for (size_t i = 0; i < real; i++) out[i] = std_ > 0 ? std_ * random_normal(stream_seed, i) : c;
             }
+            if (layout.tp > 1) layout.tp_slice_unit(tp_rank, u, full_unit.data(), dst);
         });
     }
 
@@ -276,14 +298,20 @@ class ZeroEngine {
         std::vector<float> partials(norm_pieces.size());
         for (size_t i = 0; i < norm_pieces.size(); i++) {
             const ShardPiece& p = norm_pieces[i];
+            if (counted_elsewhere(p)) {
+                partials[i] = 0.0f;
+                continue;
+            }
             if (offload_optimizer) partials[i] = (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
             else if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
             else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
         }
         if (!offload_optimizer) copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         double local = 0.0;
-        for (float p : partials) local += p;
+        for (size_t i = 0; i < partials.size(); i++)
+            if (!counted_elsewhere(norm_pieces[i])) local += partials[i];
         double total = comm.sum_scalar(local);  // non-finite if any rank saw inf/NaN
+        if (tensor) total = tensor->sum_scalar(total);  // the tensor group's parts
         bool overflow = !std::isfinite(total);
         float grad_norm = overflow ? INFINITY : (float)(std::sqrt(total) / loss_scale);
 
@@ -436,6 +464,12 @@ class ZeroEngine {
         } else {
             norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, D, "norm_partials", false);
         }
+    }
+
+    // A replicated tensor's gradient is the same on every rank of a tensor group:
+    // the norm counts it on the group's rank 0 only.
+    bool counted_elsewhere(const ShardPiece& p) const {
+        return tensor && tp_rank != 0 && layout.tp_replicated(p.tensor_id);
     }
 
     // Where this rank's compute-dtype copy of piece p lives.

@@ -11,6 +11,12 @@
 // (ZeRO-R's checkpointed activations on the CPU): the device holds two, the
 // layer being computed and its input, and each is copied down after forward
 // and back up before its layer's recomputation.
+//
+// With tensor parallelism (tp > 1, zero/layout/tp_plan.h) a rank holds its
+// heads' qkv, attention output and statistics, its part of the MLP's hidden
+// features and its vocabulary columns of the logits (the "(..., 3C)" buffers
+// below are then 3C/tp wide, and so on); the residual stream, the layernorms
+// and the projections' outputs are whole on every rank of the group.
 #pragma once
 
 #include <functional>
@@ -50,24 +56,28 @@ template <typename T>
 class Activations {
   public:
     // Sized for micro-batch B and sequence length T_ (the maxima: passes may use fewer).
-    Activations(const GPT2Config& cfg_, int B, int T_, int recompute_, bool offload_outputs_, MemoryAccountant& mem_)
-        : cfg(cfg_), maxBT((size_t)B * T_), recompute(recompute_), offload_outputs(offload_outputs_), mem(mem_) {
+    Activations(const GPT2Config& cfg_, int B, int T_, int recompute_, bool offload_outputs_, MemoryAccountant& mem_,
+                int tp_ = 1)
+        : cfg(cfg_), maxBT((size_t)B * T_), recompute(recompute_), offload_outputs(offload_outputs_), tp(tp_),
+          Cl(cfg_.channels / tp_), NHl(cfg_.num_heads / tp_), mem(mem_) {
         CHECK(!offload_outputs || recompute == 2, "activation offload needs -r 2 (only layer outputs are kept)");
         plan = ActivationPlan::of(cfg.num_layers, recompute);
-        size_t BT = maxBT, C = cfg.channels, L = cfg.num_layers, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+        size_t BT = maxBT, C = cfg.channels, L = cfg.num_layers, Vp = cfg.padded_vocab_size;
+        size_t Cl_ = Cl, NH = NHl, Vl = Vp / tp;  // t-local widths
         size_t cm = plan.copies_main, cg = plan.copies_gelu, co = offload_outputs ? 2 : L;
         // saved activations, in one allocation
         std::vector<Part> saved = {
             part(encoded, BT * C),          part(ln1, cm * BT * C),
-            part(ln1_stats, cm * 2 * BT),   part(qkv, cm * BT * 3 * C),
-            part(atty, cm * BT * C),        part(att_lse, cm * NH * BT),
+            part(ln1_stats, cm * 2 * BT),   part(qkv, cm * BT * 3 * Cl_),
+            part(atty, cm * BT * Cl_),      part(att_lse, cm * NH * BT),
             part(residual2, cm * BT * C),   part(ln2, cm * BT * C),
-            part(ln2_stats, cm * 2 * BT),   part(fch, cm * BT * 4 * C),
-            part(fch_gelu, cg * BT * 4 * C), part(residual3, co * BT * C),
+            part(ln2_stats, cm * 2 * BT),   part(fch, cm * BT * 4 * Cl_),
+            part(fch_gelu, cg * BT * 4 * Cl_), part(residual3, co * BT * C),
             part(lnf, BT * C),              part(lnf_stats, 2 * BT),
-            part(logits, BT * Vp),          part(losses, BT),
+            part(logits, BT * Vl),          part(losses, BT),
             part(loss_sums, BT),
             part(tokens, 2 * BT),
+            part(vocab_stats, tp > 1 ? (tp + 3) * BT : 0),
         };
         saved_block = carve(saved, MemKind::Activations, Arena::Device, "activations");
         if (offload_outputs)
@@ -77,7 +87,7 @@ class Activations {
         std::vector<Part> scratch = {
             part(branch, BT * C),
             part(dresidual, BT * C), part(dbtc, BT * C),
-            part(dqkv, BT * 3 * C),  part(dfch, BT * 4 * C),
+            part(dqkv, BT * 3 * Cl_),  part(dfch, BT * 4 * Cl_),
         };
         scratch_block = carve(scratch, MemKind::Scratch, Arena::Device, "backward_scratch");
     }
@@ -86,6 +96,8 @@ class Activations {
     const size_t maxBT;
     const int recompute;
     const bool offload_outputs;
+    const int tp;        // tensor-parallel degree
+    const int Cl, NHl;   // this rank's channels of the split layers (C/tp) and heads (NH/tp)
     ActivationPlan plan;
 
     // saved by forward (per layer: L copies, or fewer with recomputation; see layer())
@@ -108,6 +120,7 @@ class Activations {
     float* losses;       // (B, T)
     float* loss_sums;    // (B, T): the losses of a step's micro-steps, summed
     int* tokens;         // (2, B, T): inputs then targets, on the device
+    float* vocab_stats = nullptr;  // (tp + 3, B, T): the vocabulary-parallel loss's row statistics (tp > 1)
     // scratch: never needed from one pass to the next
     T* branch;           // (B, T, C) a projection's output before it joins the residual stream
     T* dresidual;        // (B, T, C)
@@ -121,21 +134,21 @@ class Activations {
     // Layer l's buffers for a pass over BT rows (BT <= maxBT). Copies shared by
     // all layers (recompute) are the same pointers for every l.
     LayerActs<T> layer(int l, size_t BT) const {
-        size_t C = cfg.channels, NH = cfg.num_heads;
+        size_t C = cfg.channels, NH = NHl, Cs = Cl;  // Cs: width of the split buffers
         size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l;
         LayerActs<T> a;
         a.ln1 = ln1 + m * BT * C;
         a.ln1_mean = ln1_stats + m * 2 * BT;
         a.ln1_rstd = a.ln1_mean + BT;
-        a.qkv = qkv + m * BT * 3 * C;
-        a.atty = atty + m * BT * C;
+        a.qkv = qkv + m * BT * 3 * Cs;
+        a.atty = atty + m * BT * Cs;
         a.att_lse = att_lse + m * NH * BT;
         a.residual2 = residual2 + m * BT * C;
         a.ln2 = ln2 + m * BT * C;
         a.ln2_mean = ln2_stats + m * 2 * BT;
         a.ln2_rstd = a.ln2_mean + BT;
-        a.fch = fch + m * BT * 4 * C;
-        a.fch_gelu = fch_gelu + g * BT * 4 * C;
+        a.fch = fch + m * BT * 4 * Cs;
+        a.fch_gelu = fch_gelu + g * BT * 4 * Cs;
         a.residual3 = layer_output(l, BT);
         return a;
     }

@@ -7,14 +7,22 @@
 //   * tensor-major (llm.c's model files): all wte, all wpe, then each per-layer
 //     tensor for every layer in turn (ln1w of layers 0..L-1, ln1b of ...), then
 //     lnfw, lnfb. Loading or saving a file is a permutation between the two.
+//
+// With tensor parallelism (t > 1) a layout describes one tensor-parallel
+// rank's part of the model: numel(t) and the units are t-local (QKV and fc cut
+// by output rows, the projections by input columns, wte by vocabulary rows;
+// tp_shape() says which), while the file order and num_parameters() stay those
+// of the full model. zero/layout/tp_plan.h maps local elements to full ones.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "zero/layout/gpt2_config.h"
 #include "zero/layout/shard_plan.h"
+#include "zero/layout/tp_plan.h"
 
 enum ParamTensor : int {
     WTE, WPE,                                         // unit 0
@@ -47,8 +55,9 @@ constexpr size_t TENSOR_ALIGN = 16;
 
 struct ParamLayout {
     GPT2Config cfg;
+    int tp = 1;  // tensor-parallel degree: the units hold one tensor-parallel rank's part
 
-    explicit ParamLayout(const GPT2Config& c) : cfg(c) {}
+    explicit ParamLayout(const GPT2Config& c, int tensor_parallel = 1) : cfg(c), tp(tensor_parallel) {}
 
     int num_layers() const { return cfg.num_layers; }
     int num_units() const { return cfg.num_layers + 2; }
@@ -56,8 +65,30 @@ struct ParamLayout {
     int layer_unit(int l) const { return 1 + l; }
     int final_unit() const { return cfg.num_layers + 1; }
 
-    // elements of one copy of tensor t
-    size_t numel(int t) const {
+    // How tensor t is cut across a tensor group (Megatron's scheme for GPT-2):
+    // QKV by heads (q, k and v each cut by rows), fc by rows, the two projections
+    // by columns, wte by vocabulary rows; the rest replicated.
+    TpTensorShape tp_shape(int t) const {
+        size_t C = cfg.channels, Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len;
+        switch (t) {
+            case WTE: return {Vp, C, TpSplit::Rows, 1};
+            case QKVW: return {3 * C, C, TpSplit::Rows, 3};
+            case QKVB: return {3 * C, 1, TpSplit::Rows, 3};
+            case ATTPROJW: return {C, C, TpSplit::Cols, 1};
+            case FCW: return {4 * C, C, TpSplit::Rows, 1};
+            case FCB: return {4 * C, 1, TpSplit::Rows, 1};
+            case FCPROJW: return {C, 4 * C, TpSplit::Cols, 1};
+            case WPE: return {maxT, C, TpSplit::Replicated, 1};
+            default: return {C, 1, TpSplit::Replicated, 1};
+        }
+    }
+    bool tp_replicated(int t) const { return tp_shape(t).split == TpSplit::Replicated; }
+
+    // elements of one copy of tensor t in this layout (t-local)
+    size_t numel(int t) const { return tp_local_numel(tp_shape(t), tp); }
+
+    // elements of one copy of tensor t in the full model
+    size_t full_numel(int t) const {
         size_t C = cfg.channels, Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len;
         switch (t) {
             case WTE: return Vp * C;
@@ -108,13 +139,13 @@ struct ParamLayout {
         return t <= WPE ? embed_unit() : is_layer_tensor(t) ? layer_unit(layer) : final_unit();
     }
 
-    // --- llm.c's tensor-major file order ---------------------------------
+    // --- llm.c's tensor-major file order (of the full model) ---------------
     size_t file_offset(int t, int layer) const {
         size_t off = 0;
-        for (int s = 0; s < t; s++) off += numel(s) * copies(s);
-        return off + (size_t)layer * numel(t);
+        for (int s = 0; s < t; s++) off += full_numel(s) * copies(s);
+        return off + (size_t)layer * full_numel(t);
     }
-    size_t file_numel() const { return file_offset(NUM_PARAM_TENSORS - 1, 0) + numel(NUM_PARAM_TENSORS - 1); }
+    size_t file_numel() const { return file_offset(NUM_PARAM_TENSORS - 1, 0) + full_numel(NUM_PARAM_TENSORS - 1); }
 
     // the number of trainable parameters (padded vocabulary rows included, as llm.c counts)
     size_t num_parameters() const { return file_numel(); }
@@ -133,9 +164,56 @@ struct ParamLayout {
     // rows >= V of the padded wte are zero forever: no token selects them and the
     // loss ignores their logits, so only weight decay ever touches them
     size_t init_real_numel(int t) const {
-        return t == WTE ? (size_t)cfg.vocab_size * cfg.channels : numel(t);
+        return t == WTE ? (size_t)cfg.vocab_size * cfg.channels : full_numel(t);
+    }
+
+    // --- tensor parallelism ----------------------------------------------
+    // The first padded-vocabulary row of wte that tensor-parallel rank p holds.
+    int vocab_begin(int p) const { return cfg.padded_vocab_size / tp * p; }
+
+    // Calls f(local, full, n) for each contiguous run of tensor-parallel rank p's
+    // part of unit u: `local` is an offset in this layout's unit u, `full` in the
+    // full model's (t = 1) unit u.
+    template <typename F>
+    void for_each_tp_run(int p, int u, F f) const {
+        ParamLayout whole(cfg, 1);
+        for (const TensorSpec& ts : unit_spec(u).tensors) {
+            size_t l0 = ts.offset_in_unit, f0 = whole.offset_in_unit(ts.id);
+            tp_for_each_run(tp_shape(ts.id), tp, p, [&](size_t lo, size_t fo, size_t n) { f(l0 + lo, f0 + fo, n); });
+        }
+    }
+    // Rank p's part of unit u from the full unit's values, and back (the rest of
+    // `full` is left as it is).
+    template <typename E>
+    void tp_slice_unit(int p, int u, const E* full, E* local) const {
+        for_each_tp_run(p, u, [&](size_t lo, size_t fo, size_t n) { std::copy(full + fo, full + fo + n, local + lo); });
+    }
+    template <typename E>
+    void tp_place_unit(int p, int u, const E* local, E* full) const {
+        for_each_tp_run(p, u, [&](size_t lo, size_t fo, size_t n) { std::copy(local + lo, local + lo + n, full + fo); });
     }
 };
+
+// Empty when GPT-2 of this shape cuts evenly across t tensor-parallel ranks;
+// otherwise one line saying what does not divide.
+inline std::string tensor_parallel_error(const GPT2Config& c, int t) {
+    if (t < 1) return "--tp must be at least 1 (got " + std::to_string(t) + ")";
+    if (c.num_heads % t != 0)
+        return "--tp " + std::to_string(t) + " does not divide the " + std::to_string(c.num_heads) +
+               " attention heads (each tensor-parallel rank computes whole heads)";
+    if ((4 * c.channels) % t != 0)
+        return "--tp " + std::to_string(t) + " does not divide the MLP's 4C = " + std::to_string(4 * c.channels) +
+               " hidden features";
+    if (c.padded_vocab_size % t != 0)
+        return "--tp " + std::to_string(t) + " does not divide the padded vocabulary of " +
+               std::to_string(c.padded_vocab_size) + " rows";
+    ParamLayout layout(c, t);
+    for (int s = 0; s < NUM_PARAM_TENSORS; s++) {
+        std::string err = tp_shape_error(layout.tp_shape(s), t, param_tensor_name(s));
+        if (!err.empty()) return err;
+    }
+    return "";
+}
 
 // --- typed views of one unit's tensors --------------------------------------
 // The model code receives a unit's base pointer (full, gathered parameters or

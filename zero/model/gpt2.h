@@ -7,6 +7,17 @@
 // acquire_params(u) of forward()'s and backward()'s layer loops
 // (ZeroEngine::acquire_params -> gather_params, zero/engine/zero_engine.h).
 // The training loop that drives the model is train_rank() in train_gpt2_zero.cu.
+//
+// Tensor parallelism (Megatron-style; `tensor` is the rank's tensor group of t
+// ranks, zero/layout/tp_plan.h says which part of each tensor it holds): QKV
+// and fc are column-parallel (a rank computes its heads and its hidden
+// features), the attention and fc projections row-parallel (a rank's partial
+// sums are all-reduced, the bias added by the group's rank 0 only); in
+// backward the input gradient of each column-parallel layer is all-reduced
+// before the layernorm below it. The embedding and LM head are vocabulary-
+// parallel (zero/model/vocab_parallel.h). Everything else, the residual stream
+// and the layernorms, is replicated, and so are their gradients: every rank of
+// the group computes them from the same all-reduced values.
 #pragma once
 
 #include <cstring>
@@ -18,6 +29,7 @@
 #include "zero/engine/zero_engine.h"
 #include "zero/layout/activations.h"
 #include "zero/layout/param_layout.h"
+#include "zero/model/vocab_parallel.h"
 
 template <typename T>
 struct GPT2 {
@@ -25,6 +37,8 @@ struct GPT2 {
     const ParamLayout& layout;
     ZeroEngine<T>& zero;
     KernelCtx ctx;
+    Comm* const tensor;    // the tensor group (null without tensor parallelism)
+    const int tp, tp_rank;  // its size and this rank's place in it
     Activations<T> acts;
     // the current pass
     int B = 0, T_ = 0;
@@ -48,7 +62,10 @@ struct GPT2 {
           layout(z.layout),
           zero(z),
           ctx(z.ctx),
-          acts(cfg, max_B, max_T, recompute, offload_activations, mem) {
+          tensor(z.tensor),
+          tp(z.layout.tp),
+          tp_rank(z.tp_rank),
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp) {
         for (TokenSlot& t : token_slots) {
             t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
             t.copied = event_create();
@@ -80,42 +97,56 @@ struct GPT2 {
 
     size_t BT() const { return (size_t)B * T_; }
 
-    // One transformer block: x (B,T,C) -> residual3 (B,T,C).
+    // Sums a partial result over the tensor group (nothing without one).
+    void tp_all_reduce(T* buf, size_t n) {
+        if (tensor) tensor->all_reduce_sum(buf, n, dtype_of<T>::value, ctx.stream);
+    }
+    // A row-parallel layer's bias, added by one rank of the group only.
+    const T* row_parallel_bias(const T* b) const { return tp_rank == 0 ? b : nullptr; }
+
+    // One transformer block: x (B,T,C) -> residual3 (B,T,C). Cl = C/t channels
+    // and NHl = NH/t heads are this rank's (all of them without tensor parallelism).
     void layer_forward(int l, const LayerTensors<const T>& p) {
-        int C = cfg.channels, NH = cfg.num_heads;
+        int C = cfg.channels, Cl = acts.Cl, NHl = acts.NHl;
         LayerActs<T> a = acts.layer(l, BT());
         const T* x = acts.layer_input(l, BT());
         T* branch = acts.branch;
         layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, BT(), C);
-        matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * C, (T*)nullptr);          // (B,T,3C)
-        attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, C, NH);                          // (B,T,C)
-        matmul_forward(ctx, branch, a.atty, p.attprojw, p.attprojb, BT(), C, C, (T*)nullptr);    // (B,T,C)
+        matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * Cl, (T*)nullptr);      // (B,T,3Cl)
+        attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, Cl, NHl);                     // (B,T,Cl)
+        matmul_forward(ctx, branch, a.atty, p.attprojw, row_parallel_bias(p.attprojb), BT(), Cl, C,
+                       (T*)nullptr);                                                           // (B,T,C)
+        tp_all_reduce(branch, BT() * C);
         residual_layernorm_forward(ctx, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, branch, p.ln2w, p.ln2b,
                                    BT(), C);
-        matmul_forward(ctx, a.fch_gelu, a.ln2, p.fcw, p.fcb, BT(), C, 4 * C, a.fch);            // (B,T,4C), GELU fused
-        matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, p.fcprojb, BT(), 4 * C, C, (T*)nullptr);  // (B,T,C)
+        matmul_forward(ctx, a.fch_gelu, a.ln2, p.fcw, p.fcb, BT(), C, 4 * Cl, a.fch);         // (B,T,4Cl), GELU fused
+        matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, row_parallel_bias(p.fcprojb), BT(), 4 * Cl, C,
+                       (T*)nullptr);                                                           // (B,T,C)
+        tp_all_reduce(branch, BT() * C);
         residual_forward(ctx, a.residual3, a.residual2, branch, BT() * C);
     }
 
     // Backward of one block. acts.dresidual holds dL/d(residual3) on entry and
     // dL/d(x) on exit; g receives the block's parameter gradients (accumulated).
     void layer_backward(int l, const LayerTensors<const T>& p, const LayerTensors<T>& g) {
-        int C = cfg.channels, NH = cfg.num_heads;
+        int C = cfg.channels, Cl = acts.Cl, NHl = acts.NHl;
         LayerActs<T> a = acts.layer(l, BT());
         const T* x = acts.layer_input(l, BT());
         T* dres = acts.dresidual;
         T* dbtc = acts.dbtc;
         T* dqkv = acts.dqkv;
         T* dfch = acts.dfch;
-        if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * C);
+        if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * Cl);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
-        matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * C, C, a.fch);
-        matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * C, (const T*)nullptr);
+        matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * Cl, C, a.fch);
+        matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * Cl, (const T*)nullptr);
+        tp_all_reduce(dbtc, BT() * C);  // d(ln2): every rank's hidden features contribute
         layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dbtc, a.residual2, p.ln2w, a.ln2_mean, a.ln2_rstd, BT(), C);
         // residual2 = x + attproj(attention(qkv(ln1)))
-        matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), C, C, (const T*)nullptr);
-        attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, C, NH);
-        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * C, (const T*)nullptr);
+        matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), Cl, C, (const T*)nullptr);
+        attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, Cl, NHl);
+        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * Cl, (const T*)nullptr);
+        tp_all_reduce(dbtc, BT() * C);  // d(ln1): every rank's heads contribute
         layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dbtc, x, p.ln1w, a.ln1_mean, a.ln1_rstd, BT(), C);
     }
 
@@ -133,7 +164,11 @@ struct GPT2 {
         zero.begin_pass(training);
 
         EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
-        encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
+        if (tensor)
+            vocab_parallel_embedding(ctx, *tensor, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C,
+                                     cfg.padded_vocab_size);  // (B,T,C)
+        else
+            encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
         zero.release_params(layout.embed_unit());
 
         for (int l = 0; l < L; l++) {
@@ -152,9 +187,12 @@ struct GPT2 {
         // the LM head shares wte with the embeddings: unit 0 is gathered again
         head_params = zero.acquire_params(layout.embed_unit());
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
-        matmul_forward(ctx, acts.logits, acts.lnf, head.wte, (const T*)nullptr, BT(), C,
-                       cfg.padded_vocab_size, (T*)nullptr);  // (B,T,Vp)
-        if (targets)
+        matmul_forward(ctx, acts.logits, acts.lnf, head.wte, (const T*)nullptr, BT(), C, vocab_local(),
+                       (T*)nullptr);  // (B,T,Vp/t)
+        if (targets && tensor)
+            vocab_parallel_cross_entropy(ctx, *tensor, acts.logits, (float*)acts.losses, acts.targets(), (int)BT(),
+                                         cfg.vocab_size, cfg.padded_vocab_size, dloss, acts.vocab_stats);
+        else if (targets)
             fused_classifier(ctx, acts.logits, (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
                              cfg.padded_vocab_size, dloss);
         if (!training) {
@@ -189,8 +227,9 @@ struct GPT2 {
         // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
         EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
-        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C,
-                        cfg.padded_vocab_size, (const T*)nullptr);
+        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C, vocab_local(),
+                        (const T*)nullptr);
+        tp_all_reduce(dbtc, BT() * C);  // d(lnf): every rank's vocabulary columns contribute
         zero.release_params(layout.embed_unit());
 
         // final layernorm
@@ -218,17 +257,33 @@ struct GPT2 {
         }
 
         // embeddings: needs no parameters, only the tokens
-        encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
+        if (tensor)
+            encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,
+                                   layout.vocab_begin(tp_rank), vocab_local());
+        else
+            encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
         zero.grads_done(layout.embed_unit(), micro_step);
         acts.set_saved_live(false);
         acts.set_scratch_live(false);
     }
 
-    // Logits of position t of row 0 of the last forward, as fp32 on the host.
+    // padded-vocabulary columns of the logits this rank computes
+    int vocab_local() const { return cfg.padded_vocab_size / tp; }
+
+    // Logits of position t of row 0 of the last forward, as fp32 on the host
+    // (with tensor parallelism every rank of the group calls it: the row's
+    // columns are all-gathered).
     std::vector<float> logits_at(int t) {
-        std::vector<T> row(cfg.vocab_size);
-        zero.copy_to_host(row.data(), acts.logits + (size_t)t * cfg.padded_vocab_size,
-                          cfg.vocab_size * sizeof(T));
+        std::vector<T> row(cfg.padded_vocab_size);
+        if (tensor) {
+            std::vector<T> mine(vocab_local());
+            zero.copy_to_host(mine.data(), acts.logits + (size_t)t * vocab_local(), vocab_local() * sizeof(T));
+            tensor->all_gather(mine.data(), row.data(), vocab_local(), dtype_of<T>::value, ctx.stream);
+            stream_sync(ctx.stream);
+        } else {
+            zero.copy_to_host(row.data(), acts.logits + (size_t)t * cfg.padded_vocab_size,
+                              cfg.vocab_size * sizeof(T));
+        }
         std::vector<float> out(cfg.vocab_size);
         for (int v = 0; v < cfg.vocab_size; v++) out[v] = to_float(row[v]);
         return out;

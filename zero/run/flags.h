@@ -68,6 +68,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag("-y", "--resume", &O::resume, "1: resume from the latest complete checkpoint in -o"),
         flag("-z", "--zero_stage", &O::zero_stage, "ZeRO stage 0 (DDP), 1, 2 or 3"),
         flag(nullptr, "--ranks", &O::ranks, "emulate this many ranks in this process (threads)"),
+        flag(nullptr, "--tp", &O::tp,
+             "tensor-parallel degree t: the world is t x d ranks, each group of t adjacent ranks splits every layer "
+             "Megatron-style, ZeRO shards across the d data-parallel ranks (CPU build)"),
         flag("-p", "--precision", &O::precision,
              "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
         flag("-r", "--recompute", &O::recompute,

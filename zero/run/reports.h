@@ -15,8 +15,10 @@ struct PhaseMemory {
     MemCounts forward, backward, step;  // live bytes at the end of each phase
 };
 
+// comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one.
 inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPrediction& pred,
-                              const MemoryAccountant& mem, const CommStats& comm, size_t device_used) {
+                              const MemoryAccountant& mem, const CommStats& comm, size_t device_used,
+                              const CommStats* tensor = nullptr) {
     const double MiB = 1048576.0;
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
@@ -29,6 +31,9 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
         if (arena == Arena::Device && device_used) printf(" | device used %.2f MiB", device_used / MiB);
         if (arena == Arena::Device)
             printf(" | comm sent %.2f MiB recv %.2f MiB", comm.bulk_sent() / MiB, comm.bulk_recv() / MiB);
+        if (arena == Arena::Device && tensor)
+            printf(" | tensor-parallel sent %.2f MiB recv %.2f MiB", tensor->bulk_sent() / MiB,
+                   tensor->bulk_recv() / MiB);
         printf("\n");
     }
     fflush(stdout);

@@ -16,6 +16,7 @@
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
+#include "zero/layout/tp_plan.h"
 #include "kernels/kernels.h"
 #include "zero/engine/zero_engine.h"
 
@@ -42,6 +43,7 @@ struct RunSetup {
     std::string hf_dir;      // or start from this Hugging Face folder
     DType dtype = DType::F32;
     int world = 1;              // ranks in the job
+    int tp = 1, dp = 1;         // the grid: world = tp x dp (tensor groups of tp adjacent ranks)
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
@@ -51,7 +53,8 @@ struct RunSetup {
         MemoryQuery q;
         q.cfg = cfg;
         q.stage = o.zero_stage;
-        q.world = world;
+        q.world = dp;
+        q.tp = tp;
         q.dtype_bytes = dtype_size(dtype);
         q.micro_batch = o.micro_batch;
         q.seq_len = o.seq_len;
@@ -150,16 +153,32 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
         r.ranks_per_process = o.ranks;
     }
 
+    // the grid: tensor groups of tp ranks, ZeRO across the dp ranks of each data group
+    std::string grid_err = tp_grid_error(r.world, o.tp);
+    CHECK(grid_err.empty(), "%s", grid_err.c_str());
+    r.tp = o.tp;
+    r.dp = r.world / o.tp;
+    if (r.tp > 1) {
+#ifdef ZERO_CUDA
+        fail("--tp %d: tensor parallelism runs in the CPU build only (train_gpt2_zero_cpu); use --tp 1 here", r.tp);
+#endif
+        std::string tp_err = tensor_parallel_error(r.cfg, r.tp);
+        CHECK(tp_err.empty(), "%s", tp_err.c_str());
+        CHECK(o.output_dir.empty(), "--tp %d: checkpoints and logs of tensor-parallel runs are not written yet: "
+              "leave out -o (and -y)", r.tp);
+    }
+
     // shapes and batch
     CHECK(o.micro_batch >= 1, "-b (micro-batch) must be at least 1 (got %d)", o.micro_batch);
     CHECK(o.seq_len >= 1 && o.seq_len <= r.cfg.max_seq_len, "-t (sequence length) must be in 1..%d for this model (got %d)",
           r.cfg.max_seq_len, o.seq_len);
-    long per_micro = (long)o.micro_batch * o.seq_len * r.world;
-    long ds_total = deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, o.seq_len, r.world);
+    // the ranks of a tensor group share their batch: tokens per micro-step come from the dp ranks
+    long per_micro = (long)o.micro_batch * o.seq_len * r.dp;
+    long ds_total = deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, o.seq_len, r.dp);
     long total = ds_total > 0 ? ds_total : o.total_batch < 0 ? per_micro : o.total_batch;
     CHECK(total > 0 && total % per_micro == 0,
-          "-d (total batch, %ld tokens) must be a positive multiple of B*T*ranks = %d*%d*%d = %ld", total,
-          o.micro_batch, o.seq_len, r.world, per_micro);
+          "-d (total batch, %ld tokens) must be a positive multiple of B*T*ranks = %d*%d*%d = %ld%s", total,
+          o.micro_batch, o.seq_len, r.dp, per_micro, r.tp > 1 ? " (data-parallel ranks)" : "");
     r.micro_steps = (int)(total / per_micro);
 
     // ZeRO
@@ -174,8 +193,8 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_param cpu needs -z 3 and --offload_optimizer cpu (the CPU updates the slices it holds)");
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
-    ParamLayout layout(r.cfg);
-    std::string err = ShardPlan(layout.unit_specs(), r.world, SHARD_ALIGN).validate();
+    ParamLayout layout(r.cfg, r.tp);
+    std::string err = ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate();
     CHECK(err.empty(), "%s", err.c_str());
 
     // optimisation

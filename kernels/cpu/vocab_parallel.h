@@ -1,0 +1,147 @@
+// CPU kernels of the vocabulary-parallel embedding and cross-entropy: each
+// rank of a tensor group holds Vl = Vp/t consecutive rows of wte, starting at
+// padded-vocabulary row v0, and so Vl columns of the logits. The kernels work
+// on those; the collectives between them are the model's
+// (zero/model/vocab_parallel.h).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "zero/base/dtype.h"
+
+// out[b,t,:] = wte_local[tokens[b,t] - v0,:] when this rank holds the token,
+// else 0; plus wpe[t,:] when add_wpe. Summed over the group, every position
+// gets its token's row once and its position's row once (add_wpe on one rank).
+template <typename T>
+void encoder_forward_vocab_cpu(T* out,              // (B, T, C)
+                               const int* tokens,   // (B, T)
+                               const T* wte_local,  // (Vl, C)
+                               const T* wpe,        // (maxT, C)
+                               int B, int T_, int C, int v0, int Vl, bool add_wpe) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T_; bt++) {
+        int v = tokens[bt] - v0;
+        bool mine = v >= 0 && v < Vl;
+        const T* wt = wte_local + (size_t)(mine ? v : 0) * C;
+        const T* wp = wpe + (size_t)(bt % T_) * C;
+        T* o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++)
+            o[c] = from_float<T>((mine ? to_float(wt[c]) : 0.0f) + (add_wpe ? to_float(wp[c]) : 0.0f));
+    }
+}
+
+// Phase 1 of the cross-entropy, per row i: the largest logit this rank holds
+// among the real vocabulary (global column < V; -inf if it holds none), and
+// the target's logit if this rank holds the target's column (else 0).
+template <typename T>
+void vocab_parallel_local_stats_cpu(float* row_max,       // (BT)
+                                    float* target_logit,  // (BT)
+                                    const T* logits,      // (BT, Vl)
+                                    const int* targets,   // (BT)
+                                    int BT, int Vl, int v0, int V) {
+    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;  // columns of real tokens here
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < BT; i++) {
+        const T* row = logits + (size_t)i * Vl;
+        float m = -INFINITY;
+        for (int v = 0; v < real; v++) m = to_float(row[v]) > m ? to_float(row[v]) : m;
+        row_max[i] = m;
+        int tv = targets[i] - v0;
+        target_logit[i] = tv >= 0 && tv < Vl ? to_float(row[tv]) : 0.0f;
+    }
+}
+
+// Phase 2: the row's global max from every rank's (gathered: (t, BT), rank k's
+// at k*BT), and this rank's sum of exp(logit - max) over its real columns.
+template <typename T>
+void vocab_parallel_sum_exp_cpu(float* global_max,        // (BT)
+                                float* sum_exp,           // (BT)
+                                const float* gathered,    // (t, BT)
+                                const T* logits,          // (BT, Vl)
+                                int t, int BT, int Vl, int v0, int V) {
+    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < BT; i++) {
+        float m = -INFINITY;
+        for (int k = 0; k < t; k++) m = gathered[(size_t)k * BT + i] > m ? gathered[(size_t)k * BT + i] : m;
+        global_max[i] = m;
+        const T* row = logits + (size_t)i * Vl;
+        float s = 0.0f;
+        for (int v = 0; v < real; v++) s += expf(to_float(row[v]) - m);
+        sum_exp[i] = s;
+    }
+}
+
+// Phase 3, with the group's sums: losses[i] = max + log(sum) - target logit
+// (on every rank alike), and if dloss != 0 this rank's logits become
+// (softmax - onehot) * dloss over its real columns and 0 over its padding.
+template <typename T>
+void vocab_parallel_finish_cpu(T* logits,                  // (BT, Vl): in logits, out dlogits
+                               float* losses,              // (BT)
+                               const int* targets,         // (BT)
+                               const float* global_max,    // (BT)
+                               const float* sum_exp,       // (BT): over the group
+                               const float* target_logit,  // (BT): over the group
+                               int BT, int Vl, int v0, int V, float dloss) {
+    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < BT; i++) {
+        float m = global_max[i], sum = sum_exp[i];
+        losses[i] = m + logf(sum) - target_logit[i];
+        if (dloss == 0.0f) continue;
+        T* row = logits + (size_t)i * Vl;
+        float scale = dloss / sum;
+        int tv = targets[i] - v0;
+        for (int v = 0; v < real; v++)
+            row[v] = from_float<T>(expf(to_float(row[v]) - m) * scale - (v == tv ? dloss : 0.0f));
+        for (int v = real; v < Vl; v++) row[v] = from_float<T>(0.0f);
+    }
+}
+
+// dwte_local[tokens[b,t] - v0,:] += dout[b,t,:] for the tokens this rank holds,
+// dwpe[t,:] += sum over b of dout[b,t,:] (replicated: dout is the same on every
+// rank of the group); encoder_backward_cpu's order (each row summed in (b,t)
+// order in fp32, rounded once, one thread per row).
+template <typename T>
+void encoder_backward_vocab_cpu(T* dwte_local, T* dwpe,  // (Vl, C), (maxT, C): accumulated into
+                                const T* dout,      // (B, T, C)
+                                const int* tokens,  // (B, T)
+                                int B, int T_, int C, int v0, int Vl) {
+    int BT = B * T_;
+    std::vector<int> order;  // positions whose token this rank holds, stably sorted by token
+    for (int i = 0; i < BT; i++)
+        if (tokens[i] >= v0 && tokens[i] < v0 + Vl) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
+    int n = (int)order.size();
+    std::vector<int> run_start;
+    for (int i = 0; i < n; i++)
+        if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) run_start.push_back(i);
+    run_start.push_back(n);
+    int runs = (int)run_start.size() - 1;
+#pragma omp parallel
+    {
+        std::vector<float> acc(C);
+#pragma omp for schedule(static)
+        for (int r = 0; r < runs; r++) {
+            T* row = dwte_local + (size_t)(tokens[order[run_start[r]]] - v0) * C;
+            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
+            for (int i = run_start[r]; i < run_start[r + 1]; i++) {
+                const T* d = dout + (size_t)order[i] * C;
+                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
+            }
+            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
+        }
+#pragma omp for schedule(static)
+        for (int t = 0; t < T_; t++) {
+            T* row = dwpe + (size_t)t * C;
+            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
+            for (int b = 0; b < B; b++) {
+                const T* d = dout + ((size_t)b * T_ + t) * C;
+                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
+            }
+            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
+        }
+    }
+}

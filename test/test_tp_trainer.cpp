@@ -1,0 +1,74 @@
+// --tp through the trainer binary: a t x d grid of emulated ranks trains to the
+// same losses as one rank on the same global batch (the in-process test,
+// test_tensor_parallel.cpp, checks parameters, bytes and memory), and what it
+// cannot do is refused with one line.
+//
+// usage: test_tp_trainer <path to train_gpt2_zero_cpu>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "test/trainer_run.h"
+
+int main(int argc, char** argv) {
+    TrainerRun base(trainer_from_args(argc, argv));
+    std::string dir = "tp_trainer";
+    make_dir(dir);
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
+    base.model = TINY;
+    base.train = dir + "/train.bin";
+    base.seq_len = 32;
+    base.steps = 6;
+    base.extra = "--seed 7";
+
+    // one rank, 4 sequences per step
+    TrainerRun one = base;
+    one.micro_batch = 4;
+    RunResult ref = one.run();
+    EXPECT(ref.steps.size() == 6, "one rank: %zu step lines", ref.steps.size());
+
+    struct Grid {
+        int ranks, tp, stage, micro_batch, recompute;
+    };
+    for (Grid g : {Grid{2, 2, 1, 4, 0}, Grid{4, 2, 3, 2, 0}, Grid{4, 4, 2, 4, 2}, Grid{8, 4, 3, 2, 1}}) {
+        TrainerRun run = base;
+        run.ranks = g.ranks;
+        run.stage = g.stage;
+        run.micro_batch = g.micro_batch;
+        run.recompute = g.recompute;
+        run.mem_report = true;
+        run.extra += " --tp " + std::to_string(g.tp);
+        RunResult r = run.run();
+        EXPECT(r.steps.size() == ref.steps.size(), "%s: %zu step lines", r.command.c_str(), r.steps.size());
+        double worst = 0;
+        for (size_t i = 0; i < r.steps.size() && i < ref.steps.size(); i++)
+            worst = std::max(worst, std::fabs(r.steps[i].loss - ref.steps[i].loss) / ref.steps[i].loss);
+        // the step lines print 6 decimals: ~1e-7 of a loss of about 6
+        EXPECT(worst <= 1e-5, "%s: losses differ from one rank's by %.3g", r.command.c_str(), worst);
+        EXPECT(r.output.find("tensor parallel: " + std::to_string(g.tp) + " x " +
+                             std::to_string(g.ranks / g.tp) + " grid") != std::string::npos &&
+                   r.output.find("tensor-parallel sent") != std::string::npos,
+               "%s: no grid line or tensor-parallel traffic in the report:\n%s", r.command.c_str(), r.output.c_str());
+        printf("--ranks %d --tp %d -z %d -r %d: losses within %.2g of one rank\n", g.ranks, g.tp, g.stage,
+               g.recompute, worst);
+    }
+
+    // bad input: one line each, exit status 1
+    auto expect_error = [&](const std::string& extra, int ranks, const char* needle) {
+        TrainerRun run = base;
+        run.ranks = ranks;
+        run.micro_batch = 2;
+        run.extra += " " + extra;
+        RunResult r = run.try_run();
+        size_t at = r.output.find("error: ");
+        bool one_line = at != std::string::npos && r.output.find('\n', at) == r.output.size() - 1;
+        EXPECT(r.status == 1 && r.output.find(needle) != std::string::npos && one_line,
+               "'%s': expected a one-line error containing '%s', got status %d:\n%s", r.command.c_str(), needle,
+               r.status, r.output.c_str());
+    };
+    expect_error("--tp 3", 3, "does not divide the 4 attention heads");
+    expect_error("--tp 2", 3, "world size 3 is not a multiple of --tp 2");
+    expect_error("--tp 0", 2, "--tp must be at least 1");
+    expect_error("--tp 2 -o " + dir + "/out", 2, "leave out -o");
+    return test_summary("tp_trainer");
+}
