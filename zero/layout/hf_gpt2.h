@@ -104,8 +104,7 @@ inline GPT2Config read_hf_config(const std::string& dir) {
         return v.is_null() || (v.is_integer_in(1, 1 << 30) && v.as_integer() == 4LL * c.channels);
     }, "null (4 * n_embd)");
     refuse_unless("tie_word_embeddings", [](const JsonValue& v) { return v.is_bool() && v.as_bool(); }, "true");
-    for (const char* key : {"scale_attn_weights"})
-        refuse_unless(key, [](const JsonValue& v) { return v.is_bool() && v.as_bool(); }, "true");
+    refuse_unless("scale_attn_weights", [](const JsonValue& v) { return v.is_bool() && v.as_bool(); }, "true");
     for (const char* key : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"})
         refuse_unless(key, [](const JsonValue& v) { return v.is_bool() && !v.as_bool(); }, "false");
     validate_config(c, path);
