@@ -4,6 +4,7 @@
 //   * non-finite hyperparameters (-l inf, -l nan, a float flag beyond float's range);
 //   * a directory where a file belongs (-i, -e, --tokenizer);
 //   * a stray argument that is not a flag;
+//   * two models to start from (-e and --from_hf);
 //   * a stage-3 config with train_batch_size but no micro-batch, on 4 emulated
 //     ranks: micro-batch train_batch_size / 4, no accumulation, stage 3, and the
 //     header says so; a misspelt key is refused naming the right one.
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     expect_error("-e " + dir + "/", "cli_errors/ is a directory, not a file");
     expect_error("extra", "unexpected argument 'extra'");
     expect_error("-x 3 extra -v 1", "unexpected argument 'extra'");
+    expect_error("--from_hf " + dir, "both name the model to start from: give one");
 
     // DeepSpeed's batch rule on the homework's kind of config
     FILE* f = open_file(dir + "/ds_stage3.json", "wb");

@@ -162,6 +162,7 @@ inline void note_config_settings(const TrainOptions& before, TrainOptions& after
 
 // Parses argv into opts. Unknown flags and malformed values are one-line errors.
 inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
+    bool model_given = false;  // -e, which --from_hf would otherwise silently override
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         if (arg == "-h" || arg == "--help") return false;
@@ -205,6 +206,7 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
             else opts.*spec->d = v;
         } else {
             opts.*spec->s = value;
+            if (spec->s == &TrainOptions::model) model_given = true;
             // the file's settings, as if given as flags here (its notes from rank 0 only)
             if (spec->s == &TrainOptions::deepspeed_config) {
                 TrainOptions before = opts;
@@ -217,6 +219,8 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
         if (std::find(opts.set_by_config.begin(), opts.set_by_config.end(), name) != opts.set_by_config.end())
             opts.overridden_after_config.push_back(name);
     }
+    CHECK(!model_given || opts.from_hf.empty(), "-e %s and --from_hf %s both name the model to start from: give one",
+          opts.model.c_str(), opts.from_hf.c_str());
     LaunchEnv launch = detect_launch_env();
     resolve_deepspeed_batch(opts, launch.world > 1 ? launch.world : opts.ranks);
     return true;
