@@ -338,7 +338,9 @@ int main(int argc, char** argv) {
     expect_error(rewrite, "already holds checkpoints");
     EXPECT(latest_checkpoint(rewrite.out) == 10, "a refused run touched the checkpoints");
     rewrite.extra += " --overwrite 1";
+    run_command("echo mine > " + rewrite.out + "/checkpoint_notes.txt");  // not a checkpoint: kept
     rewrite.run();
+    EXPECT(file_exists(rewrite.out + "/checkpoint_notes.txt"), "--overwrite 1 deleted a file that is no checkpoint");
     EXPECT(checkpoint_steps(rewrite.out) == std::vector<int>{3}, "after --overwrite 1: checkpoints %zu",
            checkpoint_steps(rewrite.out).size());
     EXPECT(read_main_log(rewrite.out + "/main.log", "trl").size() == 3, "main.log of the overwriting run");
