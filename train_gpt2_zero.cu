@@ -153,7 +153,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     }
 
     DataLoader train_loader, val_loader;
-    train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, dp_rank, world, o.shuffle != 0, o.seed);
+    train_loader.init(o.train_pattern, o.micro_batch, o.seq_len, dp_rank, world, o.shuffle != 0, o.seed,
+                      run.micro_steps);
     train_loader.set_vocab_check(run.cfg.vocab_size);
     // validation: the micro-batch, or fewer sequences if the validation set is smaller than one global batch
     int val_B = o.val_every > 0 && !o.val_pattern.empty() ? validation_micro_batch(o.val_pattern, o.micro_batch, o.seq_len, world) : 0;

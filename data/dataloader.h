@@ -22,6 +22,14 @@
 // single rank with N times the batch, and a checkpoint resume at another world
 // size continue the same stream.
 //
+// Gradient accumulation. With A micro-steps per optimizer step, a "batch" of
+// the stream is one whole step: A*Bg*T tokens, contiguous in its shard, counted
+// and shuffled as a unit; micro-step m of it is sequences [m*Bg, (m+1)*Bg), of
+// which rank r reads its B as above. So the stream, and a saved position in it,
+// depend only on the tokens per step: any (world, B, A) with the same A*Bg*T
+// reads the same tokens in the same steps, and a checkpoint resumes at any of
+// them exactly.
+//
 // Memory: only the current batch (B*T+1 tokens) is held; the current shard's
 // file stays open and each batch is one seek + fread.
 #pragma once
@@ -147,7 +155,7 @@ struct DataLoader {
         uint64_t shard;           // position in this epoch's shard order (usable shards only)
         uint64_t batch_in_shard;  // position in this shard's batch order
         uint64_t seed;            // shuffle seed (restore() adopts it)
-        uint64_t batch_tokens;    // Bg*T when saved; restore() requires the same
+        uint64_t batch_tokens;    // tokens per step (A*Bg*T) when saved; restore() requires the same
         uint64_t shuffle;         // 0/1 when saved; restore() requires the same
     };
 
@@ -161,15 +169,20 @@ struct DataLoader {
 
     // pattern: glob(3) of shard files (sorted by name). Every shard is validated
     // here. Rank r of nranks gets sequences [r*B, (r+1)*B) of each global batch.
-    void init(const std::string& pattern, int B, int T, int rank, int nranks, bool shuffle, uint64_t seed) {
+    // micro_steps: gradient accumulation, the micro-batches of one step (see the top).
+    void init(const std::string& pattern, int B, int T, int rank, int nranks, bool shuffle, uint64_t seed,
+              int micro_steps = 1) {
         CHECK(B > 0 && T > 0, "data loader: B and T must be positive (B=%d, T=%d)", B, T);
         CHECK(nranks > 0 && rank >= 0 && rank < nranks, "data loader: bad rank %d of %d", rank, nranks);
+        CHECK(micro_steps > 0, "data loader: micro_steps must be positive (got %d)", micro_steps);
         close_file();
         pattern_ = pattern;
         B_ = B, T_ = T, rank_ = rank, nranks_ = nranks;
         shuffle_ = shuffle;
         seed_ = seed;
-        batch_tokens_ = (size_t)B * nranks * T;
+        micro_steps_ = micro_steps;
+        micro_ = 0;
+        batch_tokens_ = (size_t)B * nranks * T * micro_steps;
 
         shards_.clear();
         usable_.clear();
@@ -181,9 +194,8 @@ struct DataLoader {
             total_batches_ += s.num_batches;
             shards_.push_back(std::move(s));
         }
-        CHECK(!usable_.empty(),
-              "no shard matching %s has enough tokens for one batch: each needs at least B*nranks*T+1 = %zu",
-              pattern.c_str(), batch_tokens_ + 1);
+        CHECK(!usable_.empty(), "no shard matching %s has enough tokens for one batch: each needs at least %s = %zu",
+              pattern.c_str(), micro_steps > 1 ? "micro-steps*B*nranks*T+1" : "B*nranks*T+1", batch_tokens_ + 1);
 
         buffer_.resize((size_t)B * T + 1);
         tokens_in_.resize((size_t)B * T);
@@ -198,7 +210,10 @@ struct DataLoader {
     void set_vocab_check(int V) { vocab_check_ = V; }
 
     // back to the first batch of epoch 0
-    void reset() { seek_to_position(0, 0, 0); }
+    void reset() {
+        micro_ = 0;
+        seek_to_position(0, 0, 0);
+    }
 
     // Fills inputs and targets with this rank's slice of the next global batch.
     void next_batch() {
@@ -206,7 +221,7 @@ struct DataLoader {
         const size_t shard_index = current_shard_index();
         const Shard& shard = shards_[shard_index];
         const size_t k = shuffle_ ? batch_order_[batch_pos_] : batch_pos_;
-        const size_t first_token = k * batch_tokens_ + (size_t)rank_ * B_ * T_;
+        const size_t first_token = k * batch_tokens_ + ((size_t)micro_ * nranks_ + rank_) * B_ * T_;
         open_shard(shard_index);
         seek_to(file_, kShardHeaderBytes + first_token * sizeof(uint16_t), shard.path);
         read_exact(file_, buffer_.data(), buffer_.size() * sizeof(uint16_t), shard.path);
@@ -216,23 +231,28 @@ struct DataLoader {
             tokens_in_[i] = buffer_[i];
             tokens_out_[i] = buffer_[i + 1];
         }
-        advance();
+        if (++micro_ == micro_steps_) {  // the step's last micro-batch: on to the next step
+            micro_ = 0;
+            advance();
+        }
     }
 
-    // global micro-batches per epoch (the same on every rank)
-    size_t num_batches() const { return total_batches_; }
+    // global micro-batches per epoch (the same on every rank): steps x micro-steps
+    size_t num_batches() const { return total_batches_ * micro_steps_; }
     size_t num_shards() const { return usable_.size(); }  // shards with at least one batch
     // the file the next batch comes from
 
+    // (between steps: a position inside a step is not a place to resume from)
     State state() const {
+        CHECK(micro_ == 0, "data loader: state() in the middle of a step");
         return State{epoch_, shard_pos_, batch_pos_, seed_, batch_tokens_, shuffle_ ? 1u : 0u};
     }
 
     void restore(const State& s) {
         CHECK(!shards_.empty(), "data loader: restore() before init()");
         CHECK(s.batch_tokens == batch_tokens_,
-              "cannot resume the data stream: it was saved with B*nranks*T = %llu tokens per batch, "
-              "this run has %zu",
+              "cannot resume the data stream: it was saved with %llu tokens per step, this run has %zu "
+              "(micro-steps x B x ranks x T)",
               (unsigned long long)s.batch_tokens, batch_tokens_);
         CHECK((s.shuffle != 0) == shuffle_,
               "cannot resume the data stream: it was saved with shuffle %s, this run has %s",
@@ -241,6 +261,7 @@ struct DataLoader {
               "cannot resume the data stream: saved shard position %llu, but %s has only %zu usable shards",
               (unsigned long long)s.shard, pattern_.c_str(), usable_.size());
         seed_ = s.seed;
+        micro_ = 0;
         seek_to_position(s.epoch, s.shard, s.batch_in_shard);
     }
 
@@ -255,7 +276,8 @@ struct DataLoader {
     int B_ = 0, T_ = 0, rank_ = 0, nranks_ = 1;
     bool shuffle_ = false;
     uint64_t seed_ = 0;
-    size_t batch_tokens_ = 0;  // Bg*T
+    size_t batch_tokens_ = 0;  // one step: micro_steps * Bg*T
+    int micro_steps_ = 1, micro_ = 0;  // micro-batches per step; the next one's index
     int vocab_check_ = 0;
 
     std::vector<Shard> shards_;   // every matching file, sorted by name

@@ -182,7 +182,20 @@ int main(int argc, char** argv) {
     double e = relative_error(read_model_params(n_to_n.model_at(10)), read_model_params(straight.model_at(10)));
     EXPECT(e <= 1e-5, "resume from 2 ranks into 4 differs by %.3g", e);
     EXPECT(max_relative_loss_error(n_to_n.train_losses, straight.train_losses) <= 1e-5, "losses after resume across N");
-    printf("resume: same N bit-exact; across stages bit-exact; 2 -> 4 ranks %.3g relative\n", e);
+    // another world size with the same tokens per step but another micro-batch
+    // layout: 2 ranks x B=4 -> 1 rank x B=4 x 2 micro-steps (the data position is
+    // kept in steps of the global stream, so the same tokens follow)
+    training("n_to_accum", 1, 2, 5).run();
+    TrainerRun to_accumulation = resuming("n_to_accum", 1, 1, 10);
+    to_accumulation.total_batch = 4 * 32 * 2;
+    RunResult n_to_accum = to_accumulation.run();
+    double ea = relative_error(read_model_params(n_to_accum.model_at(10)), read_model_params(straight.model_at(10)));
+    EXPECT(ea <= 1e-5 && n_to_accum.train_losses.size() == 10 &&
+               max_relative_loss_error(n_to_accum.train_losses, straight.train_losses) <= 1e-5,
+           "resume from 2 ranks into 1 rank with 2 micro-steps differs by %.3g (losses %zu)", ea,
+           n_to_accum.train_losses.size());
+    printf("resume: same N bit-exact; across stages bit-exact; 2 -> 4 ranks %.3g relative; 2 ranks -> 1 rank x 2 "
+           "micro-steps %.3g\n", e, ea);
 
     // consolidation: the fp32 masters of the shards are the fp32 model
     TrainerRun consolidate(base.trainer);
@@ -325,7 +338,9 @@ int main(int argc, char** argv) {
     expect_error(rewrite, "already holds checkpoints");
     EXPECT(latest_checkpoint(rewrite.out) == 10, "a refused run touched the checkpoints");
     rewrite.extra += " --overwrite 1";
+    run_command("echo mine > " + rewrite.out + "/checkpoint_notes.txt");  // not a checkpoint: kept
     rewrite.run();
+    EXPECT(file_exists(rewrite.out + "/checkpoint_notes.txt"), "--overwrite 1 deleted a file that is no checkpoint");
     EXPECT(checkpoint_steps(rewrite.out) == std::vector<int>{3}, "after --overwrite 1: checkpoints %zu",
            checkpoint_steps(rewrite.out).size());
     EXPECT(read_main_log(rewrite.out + "/main.log", "trl").size() == 3, "main.log of the overwriting run");

@@ -220,7 +220,7 @@ void test_resume(bool shuffle) {
                        dl.init(pattern, Bg, T + 1, 0, 1, shuffle, 99);
                        dl.restore(saved);
                    },
-                   "tokens per batch");
+                   "tokens per step");
     expect_failure("restore with another shuffle setting",
                    [&] {
                        DataLoader dl;

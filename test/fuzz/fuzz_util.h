@@ -9,12 +9,15 @@
 // corpus (test/fuzz/corpus/<target>/ and crashes/<target>/).
 #pragma once
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "zero/base/common.h"
 
@@ -32,11 +35,32 @@ inline std::string write_scratch(const uint8_t* data, size_t size, const char* s
     return path;
 }
 
+// A refusal thrown between fopen and fclose leaves the scratch file open (the
+// product exits at a refusal, so it never leaks); closes every descriptor of
+// this process that points at a scratch file, so a long run does not run out.
+inline void close_scratch_files() {
+    static const std::string prefix = fuzz_scratch_path("");
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return;
+    std::vector<int> leaked;
+    while (dirent* e = readdir(d)) {
+        char target[4096];
+        std::string link = std::string("/proc/self/fd/") + e->d_name;
+        ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+        if (n <= 0) continue;
+        target[n] = '\0';
+        if (std::string(target).compare(0, prefix.size(), prefix) == 0) leaked.push_back(atoi(e->d_name));
+    }
+    closedir(d);
+    for (int fd : leaked) close(fd);
+}
+
 // Runs fn; a Refusal is fine (bad input, refused with a message).
 template <typename Fn>
 void refusal_ok(Fn fn) {
     try {
         fn();
     } catch (const Refusal&) {
+        close_scratch_files();
     }
 }

@@ -84,8 +84,13 @@ inline std::vector<std::string> checkpoint_entries(const std::string& output_dir
     std::vector<std::string> names;
     DIR* d = opendir(output_dir.c_str());
     if (!d) return names;
-    while (dirent* e = readdir(d))
-        if (strncmp(e->d_name, "checkpoint_", 11) == 0) names.push_back(e->d_name);
+    while (dirent* e = readdir(d)) {
+        int step, used = 0;
+        if (sscanf(e->d_name, "checkpoint_%d%n", &step, &used) != 1 || step < 0) continue;
+        std::string name = e->d_name, rest = name.substr((size_t)used);
+        if (name.substr(0, used) == checkpoint_dir("", step).substr(1) && (rest.empty() || rest == ".tmp" || rest == ".old"))
+            names.push_back(name);
+    }
     closedir(d);
     std::sort(names.begin(), names.end());
     return names;
