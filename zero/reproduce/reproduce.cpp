@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
         write_homework(a.homework, res, notes, a.out, rep);
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    rep.para(fmt("Total wall time: %.0f s.", secs));
+    rep.md += fmt("Total wall time: %.0f s.\n", secs);
     rep.save(a.out + "/report.md");
     printf("report: %s/report.md (%.0f s)\n", a.out.c_str(), secs);
     return 0;
