@@ -123,8 +123,8 @@ endif
 # $(REPRODUCE_OUT): report.md, PNGs, CSVs. The GPU build where there is a GPU
 # (bf16, T 1024), else the CPU build (fp32, T 64; about ten minutes on two cores).
 REPRODUCE_OUT ?= out/reproduce
-GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024
-CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64
+GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024 --homework_steps 6
+CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64 --homework_steps 2
 
 reproduce: data build/reproduce
 ifeq ($(HAVE_GPU),1)

@@ -45,7 +45,7 @@ allowed() {
     model) echo "base kernels data layout comm engine model" ;;
     run) echo "base kernels data layout comm engine model run" ;;
     reproduce) echo "base kernels data layout comm engine model run reproduce" ;;
-    *) echo "base kernels data layout comm engine model run top" ;;
+    *) echo "base kernels data layout comm engine model run reproduce top" ;;
     esac
 }
 

@@ -43,6 +43,10 @@ int main(int argc, char** argv) {
                r.output.find("[6/6] homework: stage 3 + fp16") != std::string::npos,
            "no progress line per run:\n%s", r.output.c_str());
 
+    // the runs write reports, not checkpoints (-n -1)
+    CommandResult ckpt = run_command("ls -d " + out + "/runs/*/checkpoint_* 2>/dev/null | wc -l");
+    EXPECT(atoi(ckpt.output.c_str()) == 0, "the runs wrote %s checkpoint(s)", ckpt.output.c_str());
+
     ParamLayout layout(gpt2_config_from_descriptor(TINY_T64));
     const double s = 4, psi = (double)layout.num_parameters();
 

@@ -433,13 +433,24 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
 
 Image tile_images(const std::vector<Image>& images, int columns, const std::string& title) {
     if (images.empty()) return Image(1, 1);
-    int cw = 0, ch = 0;
-    for (const Image& im : images) cw = std::max(cw, im.width), ch = std::max(ch, im.height);
+    // each column as wide as its widest image, each row as high as its highest
     int rows = ((int)images.size() + columns - 1) / columns, cols = std::min<int>(columns, (int)images.size());
-    int top = title.empty() ? 0 : text_height(title, 3) + 32;
-    Image out(cols * cw, rows * ch + top);
+    std::vector<int> col_w(cols, 0), row_h(rows, 0);
+    for (size_t i = 0; i < images.size(); i++) {
+        col_w[i % columns] = std::max(col_w[i % columns], images[i].width);
+        row_h[i / columns] = std::max(row_h[i / columns], images[i].height);
+    }
+    int top = title.empty() ? 0 : text_height(title, 3) + 32, w = 0, h = top;
+    for (int x : col_w) w += x;
+    for (int y : row_h) h += y;
+    Image out(w, h);
     if (!title.empty()) draw_text(out, out.width / 2 - text_width(title, 3) / 2, 16, title, PLOT_INK, 3);
-    for (size_t i = 0; i < images.size(); i++) out.blit(images[i], (int)(i % columns) * cw, top + (int)(i / columns) * ch);
+    for (size_t i = 0; i < images.size(); i++) {
+        int c = (int)(i % columns), r = (int)(i / columns), x = 0, y = top;
+        for (int k = 0; k < c; k++) x += col_w[k];
+        for (int k = 0; k < r; k++) y += row_h[k];
+        out.blit(images[i], x, y);
+    }
     return out;
 }
 

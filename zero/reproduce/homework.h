@@ -49,12 +49,12 @@ struct HomeworkResult {
 
 // Why a DeepSpeed key that is accepted here changes nothing, for notes from a
 // trainer that names the key without a reason.
-inline std::string homework_key_reason(const std::string& key) {
-    struct Reason {
-        const char* key;
-        const char* why;
-    };
-    static const Reason reasons[] = {
+struct KeyReason {
+    const char* key;
+    const char* why;
+};
+inline const std::vector<KeyReason>& homework_key_reasons() {
+    static const std::vector<KeyReason> reasons = {
         {"reduce_scatter", "stages 1-3 always reduce-scatter gradients (stage 0 all-reduces them)"},
         {"allgather_partitions", "updated parameter slices are always all-gathered from the partitions"},
         {"allgather_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
@@ -64,24 +64,38 @@ inline std::string homework_key_reason(const std::string& key) {
         {"contiguous_gradients", "gradients always live in one flat buffer, slices contiguous by construction"},
         {"sub_group_size", "the optimizer already steps one unit at a time, the unit being its sub-group"},
     };
-    for (const Reason& r : reasons)
-        if (key.size() >= strlen(r.key) && key.compare(key.size() - strlen(r.key), std::string::npos, r.key) == 0)
-            return r.why;
-    return "";
+    return reasons;
+}
+
+// The DeepSpeed key a note names: one of ours above (with its section when the
+// note gives it), else the word after "DeepSpeed key "; "" if none.
+inline std::string note_key(const std::string& note) {
+    for (const KeyReason& r : homework_key_reasons()) {
+        size_t at = note.find(r.key);
+        if (at == std::string::npos) continue;
+        const std::string section = "zero_optimization.";
+        bool qualified = at >= section.size() && note.compare(at - section.size(), section.size(), section) == 0;
+        return qualified ? section + r.key : r.key;
+    }
+    size_t at = note.find("DeepSpeed key ");
+    if (at == std::string::npos) return "";
+    std::string key = note.substr(at + 14);
+    return key.substr(0, key.find_first_of(" :=("));
 }
 
 // One line for the report from a trainer note on a DeepSpeed key: the key, why it
 // changes nothing (the note's own parenthesised reason, else ours), the note.
 inline std::string explain_note(const std::string& note) {
-    size_t at = note.find("DeepSpeed key ");
-    if (at == std::string::npos) return "the trainer: \"" + note + "\"";
-    std::string key = note.substr(at + 14);
-    key = key.substr(0, key.find_first_of(" :=("));
+    std::string key = note_key(note);
+    if (key.empty()) return "the trainer: \"" + note + "\"";
     std::string why;
     size_t open = note.find('('), close = note.rfind(')');
     if (open != std::string::npos && close != std::string::npos && close > open)
         why = note.substr(open + 1, close - open - 1);
-    else why = homework_key_reason(key);
+    else
+        for (const KeyReason& r : homework_key_reasons())
+            if (key.size() >= strlen(r.key) && key.compare(key.size() - strlen(r.key), std::string::npos, r.key) == 0)
+                why = r.why;
     if (why.empty()) return "`" + key + "`: the trainer: \"" + note + "\"";
     return "`" + key + "`: no effect here: " + why + " (the trainer: \"" + note + "\")";
 }
@@ -109,7 +123,8 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
             size_t end = r.output.find('\n', pos);
             std::string note = r.output.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6);
             pos = end == std::string::npos ? r.output.size() : end;
-            if (note.find("DeepSpeed") == std::string::npos || !seen.insert(note).second) continue;
+            bool on_a_key = note.find("DeepSpeed") != std::string::npos || !note_key(note).empty();
+            if (!on_a_key || !seen.insert(note).second) continue;
             notes.push_back(explain_note(note));
         }
         char line[512];

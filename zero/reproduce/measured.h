@@ -233,10 +233,12 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
              "the predictor (`zero/engine/memory_predictor.h`), for the peak its reserved bytes, which bound it; "
              "black: the paper's model states (s + s + K) Psi with s = " + fmt("%.0f", dtype_bytes_of(s.precision)) +
              " bytes, K = 12, Psi unpadded. Measured equals predicted to the byte in " + std::to_string(exact) +
-             " of " + std::to_string(ran) + " runs. The measured curves sit above the paper's line by the "
-             "activations (after forward), the stage-2/3 gradient and gathered-unit buffers, and, after the step, "
-             "below it by the gradients, which are freed once the step has used them (the paper counts them "
-             "always). Numbers: `memory_vs_n.csv`.");
+             " of " + std::to_string(ran) + " runs. How it differs from the paper's line: after backward, when parameters, "
+             "gradients and optimizer states are all live, the measurement is the paper's model states at stages 0-1, "
+             "plus at stages 2-3 the gradient (and at stage 3 parameter) units in flight; after forward no gradients "
+             "are live yet but the activations are; after the step the gradients are freed (the paper counts them "
+             "always). Runs the machine cannot hold are refused by the trainer's fit check and drawn by their "
+             "prediction alone. Numbers: `memory_vs_n.csv`.");
     std::vector<std::vector<std::string>> rows;
     for (const MeasuredPoint& p : pts) {
         if (!p.ran) {

@@ -104,7 +104,7 @@ inline void write_table2(const std::string& dir, Report& rep) {
              "(32 GB is the paper's V100; at N_d = 64 it gives the paper's 2B, 7.6B, 14.4B and 128B). "
              "Dashed: ours, the largest model of " + fam.describe() + " whose whole predicted footprint "
              "(model states, saved activations, stage 3's gathered units, scratch) fits, searched over "
-             "the number of layers with `predict_memory()`. Stages 0-2 stay within a few percent of the "
+             "the number of layers with `predict_memory()`. Stages 0-2 stay within about 10% of the "
              "paper; at stage 3 and large N_d the model states per device shrink as 1/N_d but the "
              "activations do not, so ours falls below the paper by up to 4x at N_d = 1024: there the "
              "activations (ZeRO-R's concern) are what bound the model. Numbers: `table2.csv`.");
