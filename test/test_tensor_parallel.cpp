@@ -11,6 +11,12 @@
 //     layer), two more per layer when -r 2 recomputes a block's forward; each
 //     moving 2(t-1)/t of its bytes per rank as a ring does; plus the loss's
 //     statistics (an all-gather of B*T floats, an all-reduce of 2*B*T);
+//   * with sequence parallelism (sp) the same bytes move as reduce-scatters (after
+//     the embedding and each row-parallel layer, and of the input gradients in
+//     backward) and all-gathers (before each column-parallel layer, of the
+//     residual gradient before each row-parallel layer and the encoder), one of
+//     each of B*T*C elements per all-reduce above, each (t-1)/t of its bytes;
+//     plus an all-reduce of each layernorm's 2C weight gradients;
 //   * the data group's bytes equal the ZeRO formulas of test_zero_memory with
 //     Psi the t-local plan's padded parameter count and N = d;
 //   * the memory predictor equals the accountant at every phase, every rank,
@@ -44,11 +50,13 @@
 
 struct TpCase {
     int t = 1, d = 1, stage = 1;
+    bool sp = false;
     int recompute = 0, micro_steps = 1;
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
     std::string name() const {
         char buf[128];
-        snprintf(buf, sizeof(buf), "t=%d d=%d z%d r%d A%d%s%s%s", t, d, stage, recompute, micro_steps,
+        snprintf(buf, sizeof(buf), "t=%d%s d=%d z%d r%d A%d%s%s%s", t, sp ? " sp" : "", d, stage, recompute,
+                 micro_steps,
                  offload_optimizer ? " offopt" : "", offload_param ? " offparam" : "",
                  offload_activations ? " offacts" : "");
         return buf;
@@ -106,7 +114,7 @@ static TpResult run_case(const TpCase& c) {
         zc.seed = 5;
         {
             ZeroEngine<float> zero(layout, dpc, mem, ctx, zc, tensor.get());
-            GPT2<float> model(zero, B, SEQ, c.recompute, c.offload_activations, mem);
+            GPT2<float> model(zero, B, SEQ, c.recompute, c.offload_activations, mem, c.sp);
             zero.init_parameters(1337);
             OptimizerConfig oc;
             oc.beta1 = 0.9f, oc.beta2 = 0.95f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.grad_clip = 1.0f;
@@ -116,6 +124,7 @@ static TpResult run_case(const TpCase& c) {
             q.seq_len = SEQ, q.recompute = c.recompute, q.micro_steps = A;
             q.offload_optimizer = c.offload_optimizer, q.offload_param = c.offload_param;
             q.offload_activations = c.offload_activations;
+            q.sp = c.sp;
             MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
 
             std::vector<int> inputs(B * SEQ), targets(B * SEQ);
@@ -174,18 +183,30 @@ static TpResult run_case(const TpCase& c) {
                 // tensor-parallel bytes: the formula in the header
                 if (tensor) {
                     double BT = (double)B * SEQ;
+                    // all-reduces of B*T*C (or, with sp, one all-gather and one reduce-scatter each)
                     double big = A * (1 + 2.0 * L + 1 + 2.0 * L + (c.recompute == 2 ? 2.0 * L : 0));
-                    double want_ar = big * ring_all_reduce_bytes(BT * C, t) + A * ring_all_reduce_bytes(2 * BT, t);
-                    double want_ag = A * (t - 1) * BT * 4;
+                    double big_bytes = big * ring_all_reduce_bytes(BT * C, t);
+                    double loss_ar = A * ring_all_reduce_bytes(2 * BT, t), loss_ag = A * (t - 1) * BT * 4;
+                    double ln_ar = c.sp ? A * (2.0 * L + 1) * ring_all_reduce_bytes(2.0 * C, t) : 0;
+                    double half = big * (t - 1) * (BT / t) * C * 4;  // the all-gathers' (= the reduce-scatters') share
+                    double want_ar = (c.sp ? 0 : big_bytes) + loss_ar + ln_ar;
+                    double want_ag = (c.sp ? half : 0) + loss_ag, want_rs = c.sp ? half : 0;
                     const CommStats& ts = tensor->stats;
-                    EXPECT((double)ts.sent[(int)CommOp::AllReduce] == want_ar &&
-                               (double)ts.recv[(int)CommOp::AllReduce] == want_ar,
-                           "%s rank %d: tensor all-reduce bytes %llu, formula %.0f", name.c_str(), rank,
-                           (unsigned long long)ts.sent[(int)CommOp::AllReduce], want_ar);
-                    EXPECT((double)ts.sent[(int)CommOp::AllGather] == want_ag,
-                           "%s rank %d: tensor all-gather bytes %llu, formula %.0f", name.c_str(), rank,
-                           (unsigned long long)ts.sent[(int)CommOp::AllGather], want_ag);
-                    EXPECT(ts.bulk_sent() == ts.sent[(int)CommOp::AllReduce] + ts.sent[(int)CommOp::AllGather],
+                    auto sent = [&](CommOp op) { return (double)ts.sent[(int)op]; };
+                    auto recv = [&](CommOp op) { return (double)ts.recv[(int)op]; };
+                    EXPECT(sent(CommOp::AllReduce) == want_ar && recv(CommOp::AllReduce) == want_ar,
+                           "%s rank %d: tensor all-reduce bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::AllReduce), want_ar);
+                    EXPECT(sent(CommOp::AllGather) == want_ag && recv(CommOp::AllGather) == want_ag,
+                           "%s rank %d: tensor all-gather bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::AllGather), want_ag);
+                    EXPECT(sent(CommOp::ReduceScatter) == want_rs && recv(CommOp::ReduceScatter) == want_rs,
+                           "%s rank %d: tensor reduce-scatter bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::ReduceScatter), want_rs);
+                    // sequence parallelism moves the same bytes as the all-reduces it replaces
+                    if (c.sp)
+                        EXPECT(want_ag - loss_ag + want_rs == big_bytes, "%s: the formulas' bytes differ", name.c_str());
+                    EXPECT((double)ts.bulk_sent() == want_ar + want_ag + want_rs,
                            "%s rank %d: the tensor group ran other collectives", name.c_str(), rank);
                 }
                 EXPECT(t == 1 || world.stats.bulk_sent() == 0, "%s rank %d: bulk traffic outside the groups", name.c_str(),
@@ -272,6 +293,13 @@ int main() {
                 c.t = t, c.d = d, c.stage = stage;
                 cases.push_back(c);
             }
+    for (int t : {2, 4})
+        for (int d : {1, 2})
+            for (int stage = 0; stage <= 3; stage++) {
+                TpCase c;
+                c.t = t, c.d = d, c.stage = stage, c.sp = true;
+                cases.push_back(c);
+            }
     // offload, recomputation and gradient accumulation on the t-local layout
     TpCase extra;
     extra.t = 2, extra.d = 2, extra.stage = 3, extra.offload_optimizer = true, extra.offload_param = true;
@@ -282,6 +310,12 @@ int main() {
     cases.push_back(extra);
     extra = TpCase{};
     extra.t = 2, extra.d = 2, extra.stage = 1, extra.micro_steps = 2;
+    cases.push_back(extra);
+    extra.sp = true;
+    cases.push_back(extra);
+    extra = TpCase{};
+    extra.t = 4, extra.d = 2, extra.stage = 3, extra.sp = true, extra.recompute = 2, extra.offload_activations = true;
+    extra.offload_optimizer = true;
     cases.push_back(extra);
 
     for (const TpCase& c : cases) {
@@ -294,7 +328,7 @@ int main() {
         EXPECT(r.losses.size() == want.losses.size() && loss_gap <= 1e-5, "%s: losses differ by %.3g (relative)",
                name.c_str(), loss_gap);
         double gap = params_gap(r, want, name);
-        printf("%-40s losses within %.2g, parameters within %.2g of one rank\n", name.c_str(), loss_gap, gap);
+        printf("%-44s losses within %.2g, parameters within %.2g of one rank\n", name.c_str(), loss_gap, gap);
     }
     return test_summary("tensor_parallel");
 }
