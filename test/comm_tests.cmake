@@ -19,4 +19,6 @@ zero_script_test(NAME nccl_launch
                  COMMAND bash "${CMAKE_CURRENT_SOURCE_DIR}/run_nccl_tests.sh" "${REPO_ROOT}"
                  LABELS gpu comm)
 set_tests_properties(nccl_launch PROPERTIES TIMEOUT 3600)
+# Sub-communicators (Comm::split) of the emulated backend on t x d grids: each
+# group's collectives, rank order by key, and bytes counted per communicator.
 zero_test(NAME comm_groups SOURCES test_comm_groups.cpp)

@@ -20,7 +20,11 @@
 //   * the data group's bytes equal the ZeRO formulas of test_zero_memory with
 //     Psi the t-local plan's padded parameter count and N = d;
 //   * the memory predictor equals the accountant at every phase, every rank,
-//     with t, and the optimizer state per rank is 12 Psi_t / d (stage 0: 12 Psi_t).
+//     with t, and the optimizer state per rank is 12 Psi_t / d (stage 0: 12 Psi_t);
+//   * ZeRO-R Pa (-r 2): a run keeping 1/t of each saved layer input and
+//     gathering it before recomputation equals the same grid without
+//     recomputation to the bit; with --offload_activations its host bytes are
+//     1/t of the run without tensor parallelism; its gathers are in the formula.
 //
 // Why not bit-identical to one rank: a row-parallel layer's output is t
 // partial sums over C/t (or 4C/t) inputs added by the all-reduce, where one
@@ -49,14 +53,15 @@
 #endif
 
 struct TpCase {
+    const char* model = TINY;
     int t = 1, d = 1, stage = 1;
     bool sp = false;
     int recompute = 0, micro_steps = 1;
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
     std::string name() const {
         char buf[128];
-        snprintf(buf, sizeof(buf), "t=%d%s d=%d z%d r%d A%d%s%s%s", t, sp ? " sp" : "", d, stage, recompute,
-                 micro_steps,
+        snprintf(buf, sizeof(buf), "%s t=%d%s d=%d z%d r%d A%d%s%s%s", model == TINY ? "L2" : "L4", t,
+                 sp ? " sp" : "", d, stage, recompute, micro_steps,
                  offload_optimizer ? " offopt" : "", offload_param ? " offparam" : "",
                  offload_activations ? " offacts" : "");
         return buf;
@@ -64,6 +69,7 @@ struct TpCase {
 };
 
 struct TpResult {
+    size_t host_activations = 0;  // rank 0's reserved host activation bytes (offloaded layer outputs)
     std::vector<double> losses;
     std::vector<std::vector<float>> units;  // the full model's units, fp32
 };
@@ -80,7 +86,7 @@ static int token(int step, int micro, int seq, int j, int V) {
 static double ring_all_reduce_bytes(double elems, int t) { return 2.0 * (t - 1) / t * elems * 4; }
 
 static TpResult run_case(const TpCase& c) {
-    const GPT2Config cfg = gpt2_config_from_descriptor(TINY);
+    const GPT2Config cfg = gpt2_config_from_descriptor(c.model);
     const int t = c.t, d = c.d, N = t * d, B = GLOBAL_SEQS / d, A = c.micro_steps;
     const int C = cfg.channels, L = cfg.num_layers, V = cfg.vocab_size;
     const std::string name = c.name();
@@ -166,6 +172,7 @@ static TpResult run_case(const TpCase& c) {
                                "%s rank %d %s %s: accountant %.0f bytes, predictor %.0f", name.c_str(), rank,
                                phase[ph], arena_name(a), g, w);
                     }
+                if (rank == 0) result.host_activations = mem.reserved_bytes().get(Arena::Host, MemKind::Activations);
                 ShardPlan plan(layout.unit_specs(), d, SHARD_ALIGN);
                 double psi_t = (double)plan.full_numel;
                 double opt = (double)(mem.reserved_bytes().get(Arena::Device, MemKind::Optimizer) +
@@ -188,9 +195,11 @@ static TpResult run_case(const TpCase& c) {
                     double big_bytes = big * ring_all_reduce_bytes(BT * C, t);
                     double loss_ar = A * ring_all_reduce_bytes(2 * BT, t), loss_ag = A * (t - 1) * BT * 4;
                     double ln_ar = c.sp ? A * (2.0 * L + 1) * ring_all_reduce_bytes(2.0 * C, t) : 0;
+                    // Pa (-r 2 without sp): each recomputed layer but the first gathers its input's rows
+                    double pa_ag = !c.sp && c.recompute == 2 ? A * (L - 1.0) * (t - 1) * (BT / t) * C * 4 : 0;
                     double half = big * (t - 1) * (BT / t) * C * 4;  // the all-gathers' (= the reduce-scatters') share
                     double want_ar = (c.sp ? 0 : big_bytes) + loss_ar + ln_ar;
-                    double want_ag = (c.sp ? half : 0) + loss_ag, want_rs = c.sp ? half : 0;
+                    double want_ag = (c.sp ? half : 0) + loss_ag + pa_ag, want_rs = c.sp ? half : 0;
                     const CommStats& ts = tensor->stats;
                     auto sent = [&](CommOp op) { return (double)ts.sent[(int)op]; };
                     auto recv = [&](CommOp op) { return (double)ts.recv[(int)op]; };
@@ -205,7 +214,8 @@ static TpResult run_case(const TpCase& c) {
                            sent(CommOp::ReduceScatter), want_rs);
                     // sequence parallelism moves the same bytes as the all-reduces it replaces
                     if (c.sp)
-                        EXPECT(want_ag - loss_ag + want_rs == big_bytes, "%s: the formulas' bytes differ", name.c_str());
+                        EXPECT(want_ag - loss_ag - pa_ag + want_rs == big_bytes, "%s: the formulas' bytes differ",
+                               name.c_str());
                     EXPECT((double)ts.bulk_sent() == want_ar + want_ag + want_rs,
                            "%s rank %d: the tensor group ran other collectives", name.c_str(), rank);
                 }
@@ -277,6 +287,8 @@ static double params_gap(const TpResult& a, const TpResult& ref, const std::stri
     return worst;
 }
 
+static size_t pa_reference = 0;
+
 int main() {
     // the reference of gradient accumulation: the same data-parallel run without
     // tensor parallelism (accumulating on two data ranks reorders sums of its own)
@@ -318,6 +330,7 @@ int main() {
     extra.offload_optimizer = true;
     cases.push_back(extra);
 
+
     for (const TpCase& c : cases) {
         TpResult r = run_case(c);
         std::string name = c.name();
@@ -329,6 +342,41 @@ int main() {
                name.c_str(), loss_gap);
         double gap = params_gap(r, want, name);
         printf("%-44s losses within %.2g, parameters within %.2g of one rank\n", name.c_str(), loss_gap, gap);
+    }
+    // ZeRO-R Pa: -r 2 keeps 1/t of each saved layer input (on the device, or the
+    // host with offload) and gathers it before recomputing the layer. Four layers,
+    // so that the two device buffers of layer outputs are reused and a layer's
+    // input must really come back from what was kept. Recomputation repeats the
+    // forward's arithmetic, so the run equals the same grid without it to the bit.
+    for (int t : {2, 4})
+        for (bool offload : {false, true}) {
+            TpCase plain;
+            plain.model = TINY_4_LAYERS, plain.t = t, plain.d = 2, plain.stage = 2 + offload;
+            TpCase pa = plain;
+            pa.recompute = 2, pa.offload_activations = offload;
+            TpResult a = run_case(pa), b = run_case(plain);
+            size_t differ = a.losses == b.losses ? 0 : 1;
+            for (size_t u = 0; u < a.units.size(); u++) differ += a.units[u] != b.units[u];
+            EXPECT(differ == 0, "%s: differs from the same grid without recomputation (%zu units)",
+                   pa.name().c_str(), differ);
+            printf("%-44s equals the same grid without recomputation: %s\n", pa.name().c_str(),
+                   differ == 0 ? "yes" : "no");
+        }
+
+    // Pa+cpu: the host holds 1/t of the saved layer outputs of the same run without tensor parallelism
+    for (int t : {1, 2, 4}) {
+        TpCase c;
+        c.t = t, c.d = 1, c.stage = 1, c.recompute = 2, c.offload_activations = true;
+        TpResult r = run_case(c);
+        if (t == 1) {
+            pa_reference = r.host_activations;
+            continue;
+        }
+        EXPECT(r.host_activations * t == pa_reference && pa_reference > 0,
+               "t=%d: %zu host bytes of saved layer inputs per rank, 1/t of %zu expected", t, r.host_activations,
+               pa_reference);
+        printf("Pa+cpu t=%d: %zu host bytes of saved layer inputs per rank (t=1: %zu)\n", t, r.host_activations,
+               pa_reference);
     }
     return test_summary("tensor_parallel");
 }

@@ -91,5 +91,6 @@ int main(int argc, char** argv) {
     expect_error("--tp 2 -o " + dir + "/out", 2, "leave out -o");
     expect_error("--sp 1", 2, "--sp 1 (sequence parallelism) needs --tp > 1");
     expect_error("--tp 2 --sp 1 -t 31", 2, "to be a multiple of --tp 2");
+    expect_error("--tp 4 -r 2 -t 31", 4, "(ZeRO-R Pa): B*T = 2*31 must be a multiple of 4");
     return test_summary("tp_trainer");
 }

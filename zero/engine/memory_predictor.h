@@ -99,7 +99,12 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double t = q.tp, Cl = C / t, NHl = q.cfg.num_heads / t, Vl = q.cfg.padded_vocab_size / t;
     double R = q.sp ? BT / t : BT;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
-    double outputs = q.offload_activations ? 2 : L;  // each layer's output, or a pair cycling on the device
+    // ZeRO-R Pa (tensor parallelism, -r 2, no sp): a rank keeps BT/t rows of each
+    // saved layer output, on the device or (offload) the host; two whole outputs cycle
+    bool pa = q.tp > 1 && !q.sp && q.recompute == 2;
+    double kept = pa ? BT / t : R;                    // rows of a saved layer output kept
+    bool cycling = q.offload_activations || pa;
+    double outputs = cycling ? 2 : L;  // each layer's output, or a pair cycling on the device
     // every buffer of an activation block starts 256-byte aligned
     auto part = [](double bytes) { return std::ceil(bytes / 256) * 256; };
     double acts = part(R * C * s)                                          // encoded
@@ -113,8 +118,9 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
                   + part(BT * C * s) + part(2 * R * 4)                     // lnf, its statistics
                   + part(BT * Vl * s)                                      // logits
                   + part(BT * 4) + part(BT * 4) + part(2 * BT * 4)         // losses, their sum, tokens
-                  + (q.tp > 1 ? part((t + 3) * BT * 4) : 0);               // the vocabulary-parallel loss's rows
-    double host_acts = q.offload_activations ? part(L * R * C * s) : 0;
+                  + (q.tp > 1 ? part((t + 3) * BT * 4) : 0)                // the vocabulary-parallel loss's rows
+                  + (pa && !q.offload_activations ? part(L * kept * C * s) : 0);  // Pa's kept rows
+    double host_acts = q.offload_activations ? part(L * kept * C * s) : 0;
     double scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
                      + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
                      + (q.sp ? part(2 * C * s) : 0)                  // a layernorm's gradients from a rank's rows

@@ -76,7 +76,7 @@ struct GPT2 {
           tp(z.layout.tp),
           tp_rank(z.tp_rank),
           sp(sequence_parallel),
-          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel) {
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel, z.tp_rank) {
         CHECK(!sp || tensor, "internal: sequence parallelism needs a tensor group");
         for (TokenSlot& t : token_slots) {
             t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
@@ -233,7 +233,7 @@ struct GPT2 {
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l);
             layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
-            acts.save_layer_output(l, BT(), ctx.stream);
+            if (training) acts.save_layer_output(l, BT(), ctx.stream);
             zero.release_params(u);
         }
 
@@ -309,6 +309,11 @@ struct GPT2 {
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
             if (acts.recompute == 2) {  // rebuild this block's activations from its input
                 acts.load_layer_input(l, BT(), ctx.stream);
+                if (acts.partitioned && l > 0) {  // Pa: the input from the group's rows
+                    T* input = acts.layer_input(l, BT());
+                    size_t n = acts.saved_rows(BT()) * C;
+                    tensor->all_gather(input + acts.saved_row0(BT()) * C, input, n, dtype_of<T>::value, ctx.stream);
+                }
                 layer_forward(l, p);
             }
             layer_backward(l, p, g);

@@ -156,6 +156,9 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.sp == 0 || o.sp == 1, "--sp must be 0 or 1 (got %d)", o.sp);
     r.sp = o.sp == 1;
     CHECK(!r.sp || r.tp > 1, "--sp 1 (sequence parallelism) needs --tp > 1: it cuts the tensor group's residual stream");
+    CHECK(r.tp == 1 || r.sp || o.recompute != 2 || ((long)o.micro_batch * o.seq_len) % r.tp == 0,
+          "-r 2 with --tp %d keeps 1/t of each saved layer input per rank (ZeRO-R Pa): B*T = %d*%d must be a "
+          "multiple of %d", r.tp, o.micro_batch, o.seq_len, r.tp);
     CHECK(!r.sp || o.seq_len % r.tp == 0,
           "--sp 1 needs -t (sequence length, %d) to be a multiple of --tp %d: each rank holds 1/t of the tokens",
           o.seq_len, r.tp);
