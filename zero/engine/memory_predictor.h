@@ -172,7 +172,11 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
             q.offload_optimizer ? ", optimizer offload" : "", q.offload_param ? ", parameter offload" : "",
             q.offload_activations ? ", activation offload" : "");
-    fprintf(out, "  parameters %zu (%zu with padding)\n", p.psi, p.psi_padded);
+    if (q.tp > 1)
+        fprintf(out, "  tensor parallel: t = %d%s; the rank(s) above are a tensor rank's data group\n", q.tp,
+                q.sp ? ", sequence parallel" : "");
+    fprintf(out, "  parameters %zu (%zu with padding%s)\n", p.psi, p.psi_padded,
+            q.tp > 1 ? " in a tensor rank's part" : "");
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
         if (p.reserved.total(arena) == 0) continue;
