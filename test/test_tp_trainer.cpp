@@ -1,7 +1,8 @@
 // --tp through the trainer binary: a t x d grid of emulated ranks trains to the
 // same losses as one rank on the same global batch (the in-process test,
-// test_tensor_parallel.cpp, checks parameters, bytes and memory), and what it
-// cannot do is refused with one line.
+// test_tensor_parallel.cpp, checks parameters, bytes and memory), also from an
+// llm.c model file, samples with sequence parallelism's padded prompts equal
+// those without, and what it cannot do is refused with one line.
 //
 // usage: test_tp_trainer <path to train_gpt2_zero_cpu>
 #include <cmath>
@@ -71,6 +72,29 @@ int main(int argc, char** argv) {
     std::string plain = sample_of(0), sequence_parallel = sample_of(1);
     EXPECT(!plain.empty() && plain == sequence_parallel, "samples differ:\n  %s\n  %s", plain.c_str(),
            sequence_parallel.c_str());
+
+    // starting from a model file: each tensor rank cuts its part from the full tensors
+    TrainerRun writer = base;
+    writer.micro_batch = 4;
+    writer.steps = 2;
+    writer.out = dir + "/writer";
+    writer.run();
+    std::string model_file = checkpoint_model(writer.out, 2);
+    TrainerRun from_file = base;
+    from_file.model = model_file;
+    from_file.micro_batch = 4;
+    RunResult file_ref = from_file.run();
+    from_file.ranks = 4;
+    from_file.micro_batch = 2;
+    from_file.extra += " --tp 2";
+    RunResult file_tp = from_file.run();
+    double file_gap = file_ref.steps.empty() || file_tp.steps.size() != file_ref.steps.size() ? 1.0 : 0.0;
+    for (size_t i = 0; i < file_tp.steps.size() && i < file_ref.steps.size(); i++)
+        file_gap = std::max(file_gap, std::fabs(file_tp.steps[i].loss - file_ref.steps[i].loss) / file_ref.steps[i].loss);
+    // (the file's model is two steps on: its first loss is below a fresh model's)
+    EXPECT(file_gap <= 1e-5 && !file_ref.steps.empty() && file_ref.steps[0].loss < ref.steps[0].loss - 0.01,
+           "from %s: --tp 2 losses differ from one rank's by %.3g (first loss %.4f, fresh %.4f)",
+           model_file.c_str(), file_gap, file_ref.steps.empty() ? 0.0 : file_ref.steps[0].loss, ref.steps[0].loss);
 
     // bad input: one line each, exit status 1
     auto expect_error = [&](const std::string& extra, int ranks, const char* needle) {
