@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@
 #include <unistd.h>
 
 [[noreturn]] inline void fail(const char* fmt, ...) {
+    // Emulated ranks may fail together (every rank finds the same bad checkpoint):
+    // the first prints its line and ends the process; the others wait here for that.
+    static std::mutex failing;
+    failing.lock();
     fflush(stdout);
     std::va_list args;
     va_start(args, fmt);
