@@ -69,13 +69,20 @@ inline int validation_micro_batch(const std::string& pattern, int B, int T, int 
 template <typename T>
 void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print) {
     int max_len = std::min<int>(gen_tokens + 1, std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT));
+    // sequence parallelism cuts a pass's tokens evenly across the tensor group: the
+    // prompt is padded to a multiple of t (causal attention keeps the padding out
+    // of the logits read), and the longest padded prompt must fit
+    int multiple = model.sp ? model.tp : 1;
+    max_len = std::min(max_len, std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT) / multiple * multiple);
     int eot = tok ? tok->eot_token : model.cfg.vocab_size - 1;
     std::vector<int> tokens(1, eot);
     Rng rng(seed);
     if (print) printf("sample: ");
     while ((int)tokens.size() < max_len) {
         int t = (int)tokens.size();
-        model.forward(tokens.data(), nullptr, 1, t, 0.0f);
+        std::vector<int> padded = tokens;
+        padded.resize((t + multiple - 1) / multiple * multiple, eot);
+        model.forward(padded.data(), nullptr, 1, (int)padded.size(), 0.0f);
         std::vector<float> logits = model.logits_at(t - 1);
         float maxv = logits[0];
         for (float x : logits) maxv = std::max(maxv, x);
@@ -133,7 +140,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
     ParamLayout layout(run.cfg, run.tp);
     ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o), tensor_group.get());
-    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem);
+    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem, run.sp);
     MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
 
     if (!run.hf_dir.empty()) {
@@ -247,8 +254,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         printf("training %d steps from step %d: %ld tokens per step (%d rank(s) x B=%d x T=%d x %d micro-step(s))\n",
                total_steps, start_step, tokens_per_step, world, o.micro_batch, o.seq_len, run.micro_steps);
         if (run.tp > 1)
-            printf("tensor parallel: %d x %d grid (tensor groups of %d ranks, ZeRO stage %d across %d data-parallel "
-                   "rank(s))\n", run.tp, run.dp, run.tp, o.zero_stage, run.dp);
+            printf("tensor parallel: %d x %d grid (tensor groups of %d ranks%s, ZeRO stage %d across %d data-parallel "
+                   "rank(s))\n", run.tp, run.dp, run.tp, run.sp ? ", sequence parallel" : "", o.zero_stage, run.dp);
     }
     double total_ms = 0.0;
     int timed_steps = 0;

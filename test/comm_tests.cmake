@@ -21,4 +21,6 @@ zero_script_test(NAME nccl_launch
 set_tests_properties(nccl_launch PROPERTIES TIMEOUT 3600)
 # hangs: the emulated backend's barrier watchdog names the waiting rank, the collective and the missing rank
 zero_test(NAME watchdog SOURCES test_watchdog.cpp)
+# Sub-communicators (Comm::split) of the emulated backend on t x d grids: each
+# group's collectives, rank order by key, and bytes counted per communicator.
 zero_test(NAME comm_groups SOURCES test_comm_groups.cpp)

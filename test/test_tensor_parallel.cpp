@@ -11,10 +11,20 @@
 //     layer), two more per layer when -r 2 recomputes a block's forward; each
 //     moving 2(t-1)/t of its bytes per rank as a ring does; plus the loss's
 //     statistics (an all-gather of B*T floats, an all-reduce of 2*B*T);
+//   * with sequence parallelism (sp) the same bytes move as reduce-scatters (after
+//     the embedding and each row-parallel layer, and of the input gradients in
+//     backward) and all-gathers (before each column-parallel layer, of the
+//     residual gradient before each row-parallel layer and the encoder), one of
+//     each of B*T*C elements per all-reduce above, each (t-1)/t of its bytes;
+//     plus an all-reduce of each layernorm's 2C weight gradients;
 //   * the data group's bytes equal the ZeRO formulas of test_zero_memory with
 //     Psi the t-local plan's padded parameter count and N = d;
 //   * the memory predictor equals the accountant at every phase, every rank,
-//     with t, and the optimizer state per rank is 12 Psi_t / d (stage 0: 12 Psi_t).
+//     with t, and the optimizer state per rank is 12 Psi_t / d (stage 0: 12 Psi_t);
+//   * ZeRO-R Pa (-r 2): a run keeping 1/t of each saved layer input and
+//     gathering it before recomputation equals the same grid without
+//     recomputation to the bit; with --offload_activations its host bytes are
+//     1/t of the run without tensor parallelism; its gathers are in the formula.
 //
 // Why not bit-identical to one rank: a row-parallel layer's output is t
 // partial sums over C/t (or 4C/t) inputs added by the all-reduce, where one
@@ -43,12 +53,15 @@
 #endif
 
 struct TpCase {
+    const char* model = TINY;
     int t = 1, d = 1, stage = 1;
+    bool sp = false;
     int recompute = 0, micro_steps = 1;
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
     std::string name() const {
         char buf[128];
-        snprintf(buf, sizeof(buf), "t=%d d=%d z%d r%d A%d%s%s%s", t, d, stage, recompute, micro_steps,
+        snprintf(buf, sizeof(buf), "%s t=%d%s d=%d z%d r%d A%d%s%s%s", model == TINY ? "L2" : "L4", t,
+                 sp ? " sp" : "", d, stage, recompute, micro_steps,
                  offload_optimizer ? " offopt" : "", offload_param ? " offparam" : "",
                  offload_activations ? " offacts" : "");
         return buf;
@@ -56,6 +69,7 @@ struct TpCase {
 };
 
 struct TpResult {
+    size_t host_activations = 0;  // rank 0's reserved host activation bytes (offloaded layer outputs)
     std::vector<double> losses;
     std::vector<std::vector<float>> units;  // the full model's units, fp32
 };
@@ -72,7 +86,7 @@ static int token(int step, int micro, int seq, int j, int V) {
 static double ring_all_reduce_bytes(double elems, int t) { return 2.0 * (t - 1) / t * elems * 4; }
 
 static TpResult run_case(const TpCase& c) {
-    const GPT2Config cfg = gpt2_config_from_descriptor(TINY);
+    const GPT2Config cfg = gpt2_config_from_descriptor(c.model);
     const int t = c.t, d = c.d, N = t * d, B = GLOBAL_SEQS / d, A = c.micro_steps;
     const int C = cfg.channels, L = cfg.num_layers, V = cfg.vocab_size;
     const std::string name = c.name();
@@ -106,7 +120,7 @@ static TpResult run_case(const TpCase& c) {
         zc.seed = 5;
         {
             ZeroEngine<float> zero(layout, dpc, mem, ctx, zc, tensor.get());
-            GPT2<float> model(zero, B, SEQ, c.recompute, c.offload_activations, mem);
+            GPT2<float> model(zero, B, SEQ, c.recompute, c.offload_activations, mem, c.sp);
             zero.init_parameters(1337);
             OptimizerConfig oc;
             oc.beta1 = 0.9f, oc.beta2 = 0.95f, oc.eps = 1e-8f, oc.weight_decay = 0.1f, oc.grad_clip = 1.0f;
@@ -116,6 +130,7 @@ static TpResult run_case(const TpCase& c) {
             q.seq_len = SEQ, q.recompute = c.recompute, q.micro_steps = A;
             q.offload_optimizer = c.offload_optimizer, q.offload_param = c.offload_param;
             q.offload_activations = c.offload_activations;
+            q.sp = c.sp;
             MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
 
             std::vector<int> inputs(B * SEQ), targets(B * SEQ);
@@ -157,6 +172,7 @@ static TpResult run_case(const TpCase& c) {
                                "%s rank %d %s %s: accountant %.0f bytes, predictor %.0f", name.c_str(), rank,
                                phase[ph], arena_name(a), g, w);
                     }
+                if (rank == 0) result.host_activations = mem.reserved_bytes().get(Arena::Host, MemKind::Activations);
                 ShardPlan plan(layout.unit_specs(), d, SHARD_ALIGN);
                 double psi_t = (double)plan.full_numel;
                 double opt = (double)(mem.reserved_bytes().get(Arena::Device, MemKind::Optimizer) +
@@ -174,18 +190,33 @@ static TpResult run_case(const TpCase& c) {
                 // tensor-parallel bytes: the formula in the header
                 if (tensor) {
                     double BT = (double)B * SEQ;
+                    // all-reduces of B*T*C (or, with sp, one all-gather and one reduce-scatter each)
                     double big = A * (1 + 2.0 * L + 1 + 2.0 * L + (c.recompute == 2 ? 2.0 * L : 0));
-                    double want_ar = big * ring_all_reduce_bytes(BT * C, t) + A * ring_all_reduce_bytes(2 * BT, t);
-                    double want_ag = A * (t - 1) * BT * 4;
+                    double big_bytes = big * ring_all_reduce_bytes(BT * C, t);
+                    double loss_ar = A * ring_all_reduce_bytes(2 * BT, t), loss_ag = A * (t - 1) * BT * 4;
+                    double ln_ar = c.sp ? A * (2.0 * L + 1) * ring_all_reduce_bytes(2.0 * C, t) : 0;
+                    // Pa (-r 2 without sp): each recomputed layer but the first gathers its input's rows
+                    double pa_ag = !c.sp && c.recompute == 2 ? A * (L - 1.0) * (t - 1) * (BT / t) * C * 4 : 0;
+                    double half = big * (t - 1) * (BT / t) * C * 4;  // the all-gathers' (= the reduce-scatters') share
+                    double want_ar = (c.sp ? 0 : big_bytes) + loss_ar + ln_ar;
+                    double want_ag = (c.sp ? half : 0) + loss_ag + pa_ag, want_rs = c.sp ? half : 0;
                     const CommStats& ts = tensor->stats;
-                    EXPECT((double)ts.sent[(int)CommOp::AllReduce] == want_ar &&
-                               (double)ts.recv[(int)CommOp::AllReduce] == want_ar,
-                           "%s rank %d: tensor all-reduce bytes %llu, formula %.0f", name.c_str(), rank,
-                           (unsigned long long)ts.sent[(int)CommOp::AllReduce], want_ar);
-                    EXPECT((double)ts.sent[(int)CommOp::AllGather] == want_ag,
-                           "%s rank %d: tensor all-gather bytes %llu, formula %.0f", name.c_str(), rank,
-                           (unsigned long long)ts.sent[(int)CommOp::AllGather], want_ag);
-                    EXPECT(ts.bulk_sent() == ts.sent[(int)CommOp::AllReduce] + ts.sent[(int)CommOp::AllGather],
+                    auto sent = [&](CommOp op) { return (double)ts.sent[(int)op]; };
+                    auto recv = [&](CommOp op) { return (double)ts.recv[(int)op]; };
+                    EXPECT(sent(CommOp::AllReduce) == want_ar && recv(CommOp::AllReduce) == want_ar,
+                           "%s rank %d: tensor all-reduce bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::AllReduce), want_ar);
+                    EXPECT(sent(CommOp::AllGather) == want_ag && recv(CommOp::AllGather) == want_ag,
+                           "%s rank %d: tensor all-gather bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::AllGather), want_ag);
+                    EXPECT(sent(CommOp::ReduceScatter) == want_rs && recv(CommOp::ReduceScatter) == want_rs,
+                           "%s rank %d: tensor reduce-scatter bytes %.0f, formula %.0f", name.c_str(), rank,
+                           sent(CommOp::ReduceScatter), want_rs);
+                    // sequence parallelism moves the same bytes as the all-reduces it replaces
+                    if (c.sp)
+                        EXPECT(want_ag - loss_ag - pa_ag + want_rs == big_bytes, "%s: the formulas' bytes differ",
+                               name.c_str());
+                    EXPECT((double)ts.bulk_sent() == want_ar + want_ag + want_rs,
                            "%s rank %d: the tensor group ran other collectives", name.c_str(), rank);
                 }
                 EXPECT(t == 1 || world.stats.bulk_sent() == 0, "%s rank %d: bulk traffic outside the groups", name.c_str(),
@@ -256,6 +287,8 @@ static double params_gap(const TpResult& a, const TpResult& ref, const std::stri
     return worst;
 }
 
+static size_t pa_reference = 0;
+
 int main() {
     // the reference of gradient accumulation: the same data-parallel run without
     // tensor parallelism (accumulating on two data ranks reorders sums of its own)
@@ -272,6 +305,13 @@ int main() {
                 c.t = t, c.d = d, c.stage = stage;
                 cases.push_back(c);
             }
+    for (int t : {2, 4})
+        for (int d : {1, 2})
+            for (int stage = 0; stage <= 3; stage++) {
+                TpCase c;
+                c.t = t, c.d = d, c.stage = stage, c.sp = true;
+                cases.push_back(c);
+            }
     // offload, recomputation and gradient accumulation on the t-local layout
     TpCase extra;
     extra.t = 2, extra.d = 2, extra.stage = 3, extra.offload_optimizer = true, extra.offload_param = true;
@@ -283,6 +323,13 @@ int main() {
     extra = TpCase{};
     extra.t = 2, extra.d = 2, extra.stage = 1, extra.micro_steps = 2;
     cases.push_back(extra);
+    extra.sp = true;
+    cases.push_back(extra);
+    extra = TpCase{};
+    extra.t = 4, extra.d = 2, extra.stage = 3, extra.sp = true, extra.recompute = 2, extra.offload_activations = true;
+    extra.offload_optimizer = true;
+    cases.push_back(extra);
+
 
     for (const TpCase& c : cases) {
         TpResult r = run_case(c);
@@ -294,7 +341,42 @@ int main() {
         EXPECT(r.losses.size() == want.losses.size() && loss_gap <= 1e-5, "%s: losses differ by %.3g (relative)",
                name.c_str(), loss_gap);
         double gap = params_gap(r, want, name);
-        printf("%-40s losses within %.2g, parameters within %.2g of one rank\n", name.c_str(), loss_gap, gap);
+        printf("%-44s losses within %.2g, parameters within %.2g of one rank\n", name.c_str(), loss_gap, gap);
+    }
+    // ZeRO-R Pa: -r 2 keeps 1/t of each saved layer input (on the device, or the
+    // host with offload) and gathers it before recomputing the layer. Four layers,
+    // so that the two device buffers of layer outputs are reused and a layer's
+    // input must really come back from what was kept. Recomputation repeats the
+    // forward's arithmetic, so the run equals the same grid without it to the bit.
+    for (int t : {2, 4})
+        for (bool offload : {false, true}) {
+            TpCase plain;
+            plain.model = TINY_4_LAYERS, plain.t = t, plain.d = 2, plain.stage = 2 + offload;
+            TpCase pa = plain;
+            pa.recompute = 2, pa.offload_activations = offload;
+            TpResult a = run_case(pa), b = run_case(plain);
+            size_t differ = a.losses == b.losses ? 0 : 1;
+            for (size_t u = 0; u < a.units.size(); u++) differ += a.units[u] != b.units[u];
+            EXPECT(differ == 0, "%s: differs from the same grid without recomputation (%zu units)",
+                   pa.name().c_str(), differ);
+            printf("%-44s equals the same grid without recomputation: %s\n", pa.name().c_str(),
+                   differ == 0 ? "yes" : "no");
+        }
+
+    // Pa+cpu: the host holds 1/t of the saved layer outputs of the same run without tensor parallelism
+    for (int t : {1, 2, 4}) {
+        TpCase c;
+        c.t = t, c.d = 1, c.stage = 1, c.recompute = 2, c.offload_activations = true;
+        TpResult r = run_case(c);
+        if (t == 1) {
+            pa_reference = r.host_activations;
+            continue;
+        }
+        EXPECT(r.host_activations * t == pa_reference && pa_reference > 0,
+               "t=%d: %zu host bytes of saved layer inputs per rank, 1/t of %zu expected", t, r.host_activations,
+               pa_reference);
+        printf("Pa+cpu t=%d: %zu host bytes of saved layer inputs per rank (t=1: %zu)\n", t, r.host_activations,
+               pa_reference);
     }
     return test_summary("tensor_parallel");
 }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "zero/base/memory.h"
@@ -56,6 +57,7 @@ struct MemoryQuery {
     int stage = 1;
     int world = 1;        // the ranks ZeRO shards across (with tensor parallelism: the data-parallel ranks)
     int tp = 1;           // tensor-parallel degree: model states and split activations are t-local
+    bool sp = false;      // sequence parallelism: the residual stream's rows are cut by tp too
     size_t dtype_bytes = 4;
     int micro_batch = 4;  // B per rank
     int seq_len = 64;     // T
@@ -108,20 +110,38 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // --- activations: what forward saves (see zero/layout/activations.h for the list).
     // With tensor parallelism (t > 1) the column-parallel outputs (qkv, attention,
     // fc), the heads' statistics and the logits are t-local; the residual stream
-    // and the layernorms' inputs and outputs are whole on every rank.
+    // and the layernorms' inputs and outputs are whole on every rank, unless
+    // sequence parallelism cuts the residual stream (R = BT/t rows: the
+    // embeddings, residual2, the layer outputs, the layernorms' statistics).
     double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = q.cfg.num_layers;
     double t = q.tp, Cl = C / t, NHl = q.cfg.num_heads / t, Vl = q.cfg.padded_vocab_size / t;
+    double R = q.sp ? BT / t : BT;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
-    double outputs = q.offload_activations ? 2 : L;  // each layer's output, or a pair cycling on the device
-    double per_layer = BT * (C + 3 * Cl + Cl + C + C + 4 * Cl) * s  // ln1, qkv, atty, residual2, ln2, fch
-                       + (2 * BT + NHl * BT + 2 * BT) * 4;          // ln1 stats, attention lse, ln2 stats
-    double acts = cm * per_layer + cg * BT * 4 * Cl * s             // fch_gelu
-                  + (1 + outputs + 1) * BT * C * s                  // encoded, layer outputs, lnf
-                  + 2 * BT * 4 + BT * Vl * s                        // lnf stats, logits
-                  + 2 * BT * 4 + 2 * BT * 4                         // losses and their sum, input and target tokens
-                  + (q.tp > 1 ? (t + 3) * BT * 4 : 0);              // the vocabulary-parallel loss's row statistics
-    double host_acts = q.offload_activations ? L * BT * C * s : 0;
-    double scratch = BT * (C + C + C + 3 * Cl + 4 * Cl) * s          // branch, dresidual, dbtc, dqkv, dfch
+    // ZeRO-R Pa (tensor parallelism, -r 2, no sp): a rank keeps BT/t rows of each
+    // saved layer output, on the device or (offload) the host; two whole outputs cycle
+    bool pa = q.tp > 1 && !q.sp && q.recompute == 2;
+    double kept = pa ? BT / t : R;                    // rows of a saved layer output kept
+    bool cycling = q.offload_activations || pa;
+    double outputs = cycling ? 2 : L;  // each layer's output, or a pair cycling on the device
+    // every buffer of an activation block starts 256-byte aligned
+    auto part = [](double bytes) { return std::ceil(bytes / 256) * 256; };
+    double acts = part(R * C * s)                                          // encoded
+                  + part(cm * BT * C * s) + part(cm * 2 * R * 4)           // ln1, its statistics
+                  + part(cm * BT * 3 * Cl * s) + part(cm * BT * Cl * s)    // qkv, atty
+                  + part(cm * NHl * BT * 4)                                // attention lse
+                  + part(cm * R * C * s)                                   // residual2
+                  + part(cm * BT * C * s) + part(cm * 2 * R * 4)           // ln2, its statistics
+                  + part(cm * BT * 4 * Cl * s) + part(cg * BT * 4 * Cl * s)  // fch, fch_gelu
+                  + part(outputs * R * C * s)                              // layer outputs
+                  + part(BT * C * s) + part(2 * R * 4)                     // lnf, its statistics
+                  + part(BT * Vl * s)                                      // logits
+                  + part(BT * 4) + part(BT * 4) + part(2 * BT * 4)         // losses, their sum, tokens
+                  + (q.tp > 1 ? part((t + 3) * BT * 4) : 0)                // the vocabulary-parallel loss's rows
+                  + (pa && !q.offload_activations ? part(L * kept * C * s) : 0);  // Pa's kept rows
+    double host_acts = q.offload_activations ? part(L * kept * C * s) : 0;
+    double scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
+                     + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
+                     + (q.sp ? part(2 * C * s) : 0)                  // a layernorm's gradients from a rank's rows
                      + (off_opt ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
 
@@ -170,7 +190,11 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
             q.offload_optimizer ? ", optimizer offload" : "", q.offload_param ? ", parameter offload" : "",
             q.offload_activations ? ", activation offload" : "");
-    fprintf(out, "  parameters %zu (%zu with padding)\n", p.psi, p.psi_padded);
+    if (q.tp > 1)
+        fprintf(out, "  tensor parallel: t = %d%s; the rank(s) above are a tensor rank's data group\n", q.tp,
+                q.sp ? ", sequence parallel" : "");
+    fprintf(out, "  parameters %zu (%zu with padding%s)\n", p.psi, p.psi_padded,
+            q.tp > 1 ? " in a tensor rank's part" : "");
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
         if (p.reserved.total(arena) == 0) continue;

@@ -17,6 +17,20 @@
 // features and its vocabulary columns of the logits (the "(..., 3C)" buffers
 // below are then 3C/tp wide, and so on); the residual stream, the layernorms
 // and the projections' outputs are whole on every rank of the group.
+//
+// With sequence parallelism as well (sp), the residual stream is cut by rows
+// too: a rank holds BT/tp consecutive rows of the flattened (B*T) tokens of
+// the embeddings, every layer's residual2 and output, and the layernorms'
+// statistics. The layernorm outputs that feed a column-parallel layer (ln1,
+// ln2, lnf) are kept whole, as all-gathered for the matmul, and a rank writes
+// its rows of them at their place (row tp_rank*BT/tp) before the gather.
+//
+// ZeRO-R's partitioned activation checkpoints (Pa): with tensor parallelism and
+// recompute 2 (and no sp, whose layer outputs are cut already), a rank keeps
+// only its BT/tp rows of each layer output it saves for backward (on the host
+// with offload_outputs: Pa+cpu); the device holds two whole outputs cycling,
+// as with offload, and the model all-gathers a layer's input from the group's
+// rows before recomputing it.
 #pragma once
 
 #include <functional>
@@ -57,37 +71,44 @@ class Activations {
   public:
     // Sized for micro-batch B and sequence length T_ (the maxima: passes may use fewer).
     Activations(const GPT2Config& cfg_, int B, int T_, int recompute_, bool offload_outputs_, MemoryAccountant& mem_,
-                int tp_ = 1)
+                int tp_ = 1, bool sp_ = false, int tp_rank_ = 0)
         : cfg(cfg_), maxBT((size_t)B * T_), recompute(recompute_), offload_outputs(offload_outputs_), tp(tp_),
-          Cl(cfg_.channels / tp_), NHl(cfg_.num_heads / tp_), mem(mem_) {
+          sp(sp_), partitioned(tp_ > 1 && !sp_ && recompute_ == 2), tp_rank(tp_rank_), Cl(cfg_.channels / tp_),
+          NHl(cfg_.num_heads / tp_), mem(mem_) {
+        CHECK(!sp || maxBT % tp == 0, "internal: sequence parallelism needs B*T divisible by the tensor group");
+        CHECK(!partitioned || maxBT % tp == 0, "internal: partitioned checkpoints need B*T divisible by the group");
         CHECK(!offload_outputs || recompute == 2, "activation offload needs -r 2 (only layer outputs are kept)");
         plan = ActivationPlan::of(cfg.num_layers, recompute);
         size_t BT = maxBT, C = cfg.channels, L = cfg.num_layers, Vp = cfg.padded_vocab_size;
         size_t Cl_ = Cl, NH = NHl, Vl = Vp / tp;  // t-local widths
-        size_t cm = plan.copies_main, cg = plan.copies_gelu, co = offload_outputs ? 2 : L;
+        size_t R = rows(BT);                        // rows of the residual stream held here
+        size_t cm = plan.copies_main, cg = plan.copies_gelu, co = cycling() ? 2 : L;
+        size_t kept = saved_rows(BT);  // rows of each saved layer output kept
         // saved activations, in one allocation
         std::vector<Part> saved = {
-            part(encoded, BT * C),          part(ln1, cm * BT * C),
-            part(ln1_stats, cm * 2 * BT),   part(qkv, cm * BT * 3 * Cl_),
+            part(encoded, R * C),           part(ln1, cm * BT * C),
+            part(ln1_stats, cm * 2 * R),    part(qkv, cm * BT * 3 * Cl_),
             part(atty, cm * BT * Cl_),      part(att_lse, cm * NH * BT),
-            part(residual2, cm * BT * C),   part(ln2, cm * BT * C),
-            part(ln2_stats, cm * 2 * BT),   part(fch, cm * BT * 4 * Cl_),
-            part(fch_gelu, cg * BT * 4 * Cl_), part(residual3, co * BT * C),
-            part(lnf, BT * C),              part(lnf_stats, 2 * BT),
+            part(residual2, cm * R * C),    part(ln2, cm * BT * C),
+            part(ln2_stats, cm * 2 * R),    part(fch, cm * BT * 4 * Cl_),
+            part(fch_gelu, cg * BT * 4 * Cl_), part(residual3, co * R * C),
+            part(lnf, BT * C),              part(lnf_stats, 2 * R),
             part(logits, BT * Vl),          part(losses, BT),
             part(loss_sums, BT),
             part(tokens, 2 * BT),
             part(vocab_stats, tp > 1 ? (tp + 3) * BT : 0),
+            part(residual3_parts, partitioned && !offload_outputs ? L * kept * C : 0),
         };
         saved_block = carve(saved, MemKind::Activations, Arena::Device, "activations");
         if (offload_outputs)
-            host_block = carve({part(residual3_host, L * BT * C)}, MemKind::Activations, Arena::Host,
+            host_block = carve({part(residual3_host, L * kept * C)}, MemKind::Activations, Arena::Host,
                                "layer_outputs_host");
         // scratch: a branch output in forward; the residual stream's and one layer's gradients in backward
         std::vector<Part> scratch = {
             part(branch, BT * C),
             part(dresidual, BT * C), part(dbtc, BT * C),
             part(dqkv, BT * 3 * Cl_),  part(dfch, BT * 4 * Cl_),
+            part(ln_grads, sp ? 2 * C : 0),
         };
         scratch_block = carve(scratch, MemKind::Scratch, Arena::Device, "backward_scratch");
     }
@@ -97,6 +118,9 @@ class Activations {
     const int recompute;
     const bool offload_outputs;
     const int tp;        // tensor-parallel degree
+    const bool sp;       // sequence parallelism: the residual stream's rows are cut across the group too
+    const bool partitioned;  // Pa: each saved layer output kept as this rank's BT/tp rows only
+    const int tp_rank;
     const int Cl, NHl;   // this rank's channels of the split layers (C/tp) and heads (NH/tp)
     ActivationPlan plan;
 
@@ -113,7 +137,8 @@ class Activations {
     T* fch;              // (B, T, 4C)
     T* fch_gelu;         // (B, T, 4C)
     T* residual3;        // (L, B, T, C): each layer's output; (2, B, T, C) with offload_outputs
-    T* residual3_host = nullptr;  // (L, B, T, C) on the host with offload_outputs
+    T* residual3_host = nullptr;  // (L, B, T, C) on the host with offload_outputs (Pa: (L, BT/tp, C))
+    T* residual3_parts = nullptr; // Pa on the device: (L, BT/tp, C), each layer output's rows of this rank
     T* lnf;              // (B, T, C)
     float* lnf_stats;    // (2, B, T): mean then rstd
     T* logits;           // (B, T, Vp): logits, then dlogits in place
@@ -127,6 +152,15 @@ class Activations {
     T* dbtc;             // (B, T, C)
     T* dqkv;             // (B, T, 3C)
     T* dfch;             // (B, T, 4C)
+    T* ln_grads = nullptr;  // (2, C) sp: a layernorm's weight and bias gradients from this rank's rows
+
+    // rows of the residual stream a rank holds in a pass over BT rows
+    size_t rows(size_t BT) const { return sp ? BT / tp : BT; }
+    // rows of a saved layer output it keeps for backward, and where they start
+    size_t saved_rows(size_t BT) const { return partitioned ? BT / tp : rows(BT); }
+    size_t saved_row0(size_t BT) const { return partitioned ? (size_t)tp_rank * saved_rows(BT) : 0; }
+    // the layer outputs on the device cycle through two buffers (kept elsewhere between passes)
+    bool cycling() const { return offload_outputs || partitioned; }
 
     int* inputs() const { return tokens; }
     int* targets() const { return tokens + maxBT; }
@@ -138,15 +172,16 @@ class Activations {
         size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l;
         LayerActs<T> a;
         a.ln1 = ln1 + m * BT * C;
-        a.ln1_mean = ln1_stats + m * 2 * BT;
-        a.ln1_rstd = a.ln1_mean + BT;
+        size_t R = rows(BT);
+        a.ln1_mean = ln1_stats + m * 2 * R;
+        a.ln1_rstd = a.ln1_mean + R;
         a.qkv = qkv + m * BT * 3 * Cs;
         a.atty = atty + m * BT * Cs;
         a.att_lse = att_lse + m * NH * BT;
-        a.residual2 = residual2 + m * BT * C;
+        a.residual2 = residual2 + m * R * C;
         a.ln2 = ln2 + m * BT * C;
-        a.ln2_mean = ln2_stats + m * 2 * BT;
-        a.ln2_rstd = a.ln2_mean + BT;
+        a.ln2_mean = ln2_stats + m * 2 * R;
+        a.ln2_rstd = a.ln2_mean + R;
         a.fch = fch + m * BT * 4 * Cs;
         a.fch_gelu = fch_gelu + g * BT * 4 * Cs;
         a.residual3 = layer_output(l, BT);
@@ -156,14 +191,18 @@ class Activations {
     // the input of layer l: the embeddings, or the previous layer's output
     T* layer_input(int l, size_t BT) const { return l == 0 ? encoded : layer_output(l - 1, BT); }
 
-    // Offload: after layer l's forward, its output goes down to the host ...
+    // Offload / Pa: after layer l's (training) forward, its output (this rank's rows
+    // of it with Pa) goes to where it is kept ...
     void save_layer_output(int l, size_t BT, Stream s) const {
-        if (offload_outputs) device_copy(host_output(l, BT), layer_output(l, BT), BT * cfg.channels * sizeof(T), s);
+        size_t C = cfg.channels, at = saved_row0(BT) * C;
+        if (cycling()) device_copy(kept_output(l, BT), layer_output(l, BT) + at, saved_rows(BT) * C * sizeof(T), s);
     }
-    // ... and before layer l is recomputed in backward, its input comes back up.
+    // ... and before layer l is recomputed in backward, its input comes back (with
+    // Pa, this rank's rows only: the model all-gathers the rest).
     void load_layer_input(int l, size_t BT, Stream s) const {
-        if (offload_outputs && l > 0)
-            device_copy(layer_output(l - 1, BT), host_output(l - 1, BT), BT * cfg.channels * sizeof(T), s);
+        size_t C = cfg.channels, at = saved_row0(BT) * C;
+        if (cycling() && l > 0)
+            device_copy(layer_output(l - 1, BT) + at, kept_output(l - 1, BT), saved_rows(BT) * C * sizeof(T), s);
     }
 
     // live from the start of forward until backward has consumed them
@@ -189,9 +228,11 @@ class Activations {
     void* host_block = nullptr;
 
     T* layer_output(int l, size_t BT) const {
-        return residual3 + (size_t)(offload_outputs ? l % 2 : l) * BT * cfg.channels;
+        return residual3 + (size_t)(cycling() ? l % 2 : l) * rows(BT) * cfg.channels;
     }
-    T* host_output(int l, size_t BT) const { return residual3_host + (size_t)l * BT * cfg.channels; }
+    T* kept_output(int l, size_t BT) const {
+        return (offload_outputs ? residual3_host : residual3_parts) + (size_t)l * saved_rows(BT) * cfg.channels;
+    }
 
     // One allocation, each part starting 256-byte aligned.
     void* carve(const std::vector<Part>& parts, MemKind kind, Arena arena, const char* name) {

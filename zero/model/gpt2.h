@@ -18,6 +18,14 @@
 // parallel (zero/model/vocab_parallel.h). Everything else, the residual stream
 // and the layernorms, is replicated, and so are their gradients: every rank of
 // the group computes them from the same all-reduced values.
+//
+// Sequence parallelism (sp, with tensor parallelism): the residual stream and
+// the layernorms hold BT/t rows per rank (row0() onwards of the flattened
+// tokens). Each all-reduce becomes a reduce-scatter after a row-parallel layer
+// (and the embedding) and an all-gather before a column-parallel one (of the
+// layernorm's output; in backward, of the residual gradient before a
+// row-parallel layer and the encoder): the same bytes. The layernorms'
+// weight gradients then come from a rank's rows only and are all-reduced.
 #pragma once
 
 #include <cstring>
@@ -39,6 +47,7 @@ struct GPT2 {
     KernelCtx ctx;
     Comm* const tensor;    // the tensor group (null without tensor parallelism)
     const int tp, tp_rank;  // its size and this rank's place in it
+    const bool sp;          // sequence parallelism
     Activations<T> acts;
     // the current pass
     int B = 0, T_ = 0;
@@ -57,7 +66,8 @@ struct GPT2 {
     TokenSlot token_slots[2];
     int next_token_slot = 0;
 
-    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem)
+    GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem,
+         bool sequence_parallel = false)
         : cfg(z.layout.cfg),
           layout(z.layout),
           zero(z),
@@ -65,7 +75,9 @@ struct GPT2 {
           tensor(z.tensor),
           tp(z.layout.tp),
           tp_rank(z.tp_rank),
-          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp) {
+          sp(sequence_parallel),
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel, z.tp_rank) {
+        CHECK(!sp || tensor, "internal: sequence parallelism needs a tensor group");
         for (TokenSlot& t : token_slots) {
             t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
             t.copied = event_create();
@@ -97,33 +109,71 @@ struct GPT2 {
 
     size_t BT() const { return (size_t)B * T_; }
 
-    // Sums a partial result over the tensor group (nothing without one).
-    void tp_all_reduce(T* buf, size_t n) {
-        if (tensor) tensor->all_reduce_sum(buf, n, dtype_of<T>::value, ctx.stream);
-    }
     // A row-parallel layer's bias, added by one rank of the group only.
     const T* row_parallel_bias(const T* b) const { return tp_rank == 0 ? b : nullptr; }
+
+    // Rows of the residual stream this rank holds, and the first of them.
+    size_t R() const { return acts.rows(BT()); }
+    size_t row0() const { return sp ? (size_t)tp_rank * R() : 0; }
+    // (BT, C) `full`: every rank's rows, from each rank's rows at their place.
+    void sp_all_gather(T* full) {
+        size_t n = R() * cfg.channels;
+        tensor->all_gather(full + row0() * cfg.channels, full, n, dtype_of<T>::value, ctx.stream);
+    }
+    // After a row-parallel layer: the group's sum of `partial` (BT, C), all of
+    // it (all-reduce) or, with sp, this rank's rows of it (reduce-scatter, in
+    // place: at row0()).
+    void tp_reduce(T* partial) {
+        if (!tensor) return;
+        if (sp) {
+            size_t n = R() * cfg.channels;
+            tensor->reduce_scatter_sum(partial, partial + row0() * cfg.channels, n, dtype_of<T>::value, ctx.stream);
+        } else {
+            tensor->all_reduce_sum(partial, BT() * cfg.channels, dtype_of<T>::value, ctx.stream);
+        }
+    }
+    // Before a column-parallel layer: its input whole (nothing to do without sp).
+    void tp_gather(T* full) {
+        if (sp) sp_all_gather(full);
+    }
+    // A layernorm's backward over this rank's rows. With sp its weight and bias
+    // gradients are this rank's rows' share: summed over the group before they
+    // join g's (which may hold earlier micro-steps' sums).
+    void layernorm_backward_rows(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight,
+                                 const float* mean, const float* rstd) {
+        int C = cfg.channels;
+        if (!sp) return layernorm_backward(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, (int)R(), C);
+        T* part = acts.ln_grads;  // (2, C)
+        device_zero(part, 2 * C * sizeof(T), ctx.stream);
+        layernorm_backward(ctx, dinp, part, part + C, dout, inp, weight, mean, rstd, (int)R(), C);
+        tensor->all_reduce_sum(part, 2 * (size_t)C, dtype_of<T>::value, ctx.stream);
+        accumulate(ctx, dweight, part, C, false);
+        accumulate(ctx, dbias, part + C, C, false);
+    }
 
     // One transformer block: x (B,T,C) -> residual3 (B,T,C). Cl = C/t channels
     // and NHl = NH/t heads are this rank's (all of them without tensor parallelism).
     void layer_forward(int l, const LayerTensors<const T>& p) {
         int C = cfg.channels, Cl = acts.Cl, NHl = acts.NHl;
         LayerActs<T> a = acts.layer(l, BT());
-        const T* x = acts.layer_input(l, BT());
+        const T* x = acts.layer_input(l, BT());  // (R,C): this rank's rows (all BT without sp)
         T* branch = acts.branch;
-        layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, BT(), C);
+        size_t mine = row0() * C;  // where this rank's rows sit in a whole (BT,C) buffer
+        layernorm_forward(ctx, a.ln1 + mine, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, (int)R(), C);
+        tp_gather(a.ln1);                                                                      // (B,T,C)
         matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * Cl, (T*)nullptr);      // (B,T,3Cl)
         attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, Cl, NHl);                     // (B,T,Cl)
         matmul_forward(ctx, branch, a.atty, p.attprojw, row_parallel_bias(p.attprojb), BT(), Cl, C,
                        (T*)nullptr);                                                           // (B,T,C)
-        tp_all_reduce(branch, BT() * C);
-        residual_layernorm_forward(ctx, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, branch, p.ln2w, p.ln2b,
-                                   BT(), C);
+        tp_reduce(branch);
+        residual_layernorm_forward(ctx, a.residual2, a.ln2 + mine, a.ln2_mean, a.ln2_rstd, x, branch + mine, p.ln2w,
+                                   p.ln2b, (int)R(), C);
+        tp_gather(a.ln2);
         matmul_forward(ctx, a.fch_gelu, a.ln2, p.fcw, p.fcb, BT(), C, 4 * Cl, a.fch);         // (B,T,4Cl), GELU fused
         matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, row_parallel_bias(p.fcprojb), BT(), 4 * Cl, C,
                        (T*)nullptr);                                                           // (B,T,C)
-        tp_all_reduce(branch, BT() * C);
-        residual_forward(ctx, a.residual3, a.residual2, branch, BT() * C);
+        tp_reduce(branch);
+        residual_forward(ctx, a.residual3, a.residual2, branch + mine, R() * C);
     }
 
     // Backward of one block. acts.dresidual holds dL/d(residual3) on entry and
@@ -132,22 +182,26 @@ struct GPT2 {
         int C = cfg.channels, Cl = acts.Cl, NHl = acts.NHl;
         LayerActs<T> a = acts.layer(l, BT());
         const T* x = acts.layer_input(l, BT());
-        T* dres = acts.dresidual;
+        size_t mine = row0() * C;
+        T* dres = acts.dresidual;  // (B,T,C); with sp this rank's rows are those at `mine`
         T* dbtc = acts.dbtc;
         T* dqkv = acts.dqkv;
         T* dfch = acts.dfch;
         if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * Cl);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        tp_gather(dres);  // the row-parallel layer's output gradient, every row
         matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * Cl, C, a.fch);
         matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * Cl, (const T*)nullptr);
-        tp_all_reduce(dbtc, BT() * C);  // d(ln2): every rank's hidden features contribute
-        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dbtc, a.residual2, p.ln2w, a.ln2_mean, a.ln2_rstd, BT(), C);
+        tp_reduce(dbtc);  // d(ln2): every rank's hidden features contribute
+        layernorm_backward_rows(dres + mine, g.ln2w, g.ln2b, dbtc + mine, a.residual2, p.ln2w, a.ln2_mean,
+                                a.ln2_rstd);
         // residual2 = x + attproj(attention(qkv(ln1)))
+        tp_gather(dres);
         matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), Cl, C, (const T*)nullptr);
         attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, Cl, NHl);
         matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * Cl, (const T*)nullptr);
-        tp_all_reduce(dbtc, BT() * C);  // d(ln1): every rank's heads contribute
-        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dbtc, x, p.ln1w, a.ln1_mean, a.ln1_rstd, BT(), C);
+        tp_reduce(dbtc);  // d(ln1): every rank's heads contribute
+        layernorm_backward_rows(dres + mine, g.ln1w, g.ln1b, dbtc + mine, x, p.ln1w, a.ln1_mean, a.ln1_rstd);
     }
 
     // Forward over a (B, T) batch of tokens on the host. With targets, the
@@ -164,7 +218,12 @@ struct GPT2 {
         zero.begin_pass(training);
 
         EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
-        if (tensor)
+        if (sp) {  // each rank its looked-up rows, summed over the group into each rank's rows
+            int Vl = vocab_local();
+            encoder_forward_vocab(ctx, acts.branch, acts.inputs(), emb.wte, emb.wpe, B, T_, C, Vl * tp_rank, Vl,
+                                  tp_rank == 0);  // (B,T,C) partial
+            tensor->reduce_scatter_sum(acts.branch, acts.encoded, R() * C, dtype_of<T>::value, ctx.stream);
+        } else if (tensor)
             vocab_parallel_embedding(ctx, *tensor, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C,
                                      cfg.padded_vocab_size);  // (B,T,C)
         else
@@ -174,15 +233,16 @@ struct GPT2 {
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l);
             layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
-            acts.save_layer_output(l, BT(), ctx.stream);
+            if (training) acts.save_layer_output(l, BT(), ctx.stream);
             zero.release_params(u);
         }
 
         float* lnf_mean = acts.lnf_stats;
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
-        layernorm_forward(ctx, acts.lnf, lnf_mean, lnf_mean + BT(), acts.layer(L - 1, BT()).residual3,
-                          fin.lnfw, fin.lnfb, BT(), C);
+        layernorm_forward(ctx, acts.lnf + row0() * C, lnf_mean, lnf_mean + R(), acts.layer(L - 1, BT()).residual3,
+                          fin.lnfw, fin.lnfb, (int)R(), C);
         zero.release_params(layout.final_unit());
+        tp_gather(acts.lnf);  // (B,T,C)
 
         // the LM head shares wte with the embeddings: unit 0 is gathered again
         head_params = zero.acquire_params(layout.embed_unit());
@@ -229,7 +289,7 @@ struct GPT2 {
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
         matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C, vocab_local(),
                         (const T*)nullptr);
-        tp_all_reduce(dbtc, BT() * C);  // d(lnf): every rank's vocabulary columns contribute
+        tp_reduce(dbtc);  // d(lnf): every rank's vocabulary columns contribute
         zero.release_params(layout.embed_unit());
 
         // final layernorm
@@ -238,8 +298,8 @@ struct GPT2 {
         FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
         float* lnf_mean = acts.lnf_stats;
         device_zero(dres, BT() * C * sizeof(T), ctx.stream);
-        layernorm_backward(ctx, dres, gfin.lnfw, gfin.lnfb, dbtc, acts.layer(L - 1, BT()).residual3, fin.lnfw,
-                           lnf_mean, lnf_mean + BT(), BT(), C);
+        layernorm_backward_rows(dres + row0() * C, gfin.lnfw, gfin.lnfb, dbtc + row0() * C,
+                                acts.layer(L - 1, BT()).residual3, fin.lnfw, lnf_mean, lnf_mean + R());
         zero.release_params(uf);
         zero.grads_done(uf, micro_step);
 
@@ -249,6 +309,11 @@ struct GPT2 {
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
             if (acts.recompute == 2) {  // rebuild this block's activations from its input
                 acts.load_layer_input(l, BT(), ctx.stream);
+                if (acts.partitioned && l > 0) {  // Pa: the input from the group's rows
+                    T* input = acts.layer_input(l, BT());
+                    size_t n = acts.saved_rows(BT()) * C;
+                    tensor->all_gather(input + acts.saved_row0(BT()) * C, input, n, dtype_of<T>::value, ctx.stream);
+                }
                 layer_forward(l, p);
             }
             layer_backward(l, p, g);
@@ -257,6 +322,7 @@ struct GPT2 {
         }
 
         // embeddings: needs no parameters, only the tokens
+        tp_gather(dres);  // every row: a rank's vocabulary rows may be any position's token
         if (tensor)
             encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,
                                    layout.vocab_begin(tp_rank), vocab_local());

@@ -71,6 +71,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--tp", &O::tp,
              "tensor-parallel degree t: the world is t x d ranks, each group of t adjacent ranks splits every layer "
              "Megatron-style, ZeRO shards across the d data-parallel ranks (CPU build)"),
+        flag(nullptr, "--sp", &O::sp,
+             "1: sequence parallelism (needs --tp > 1): layernorms and the residual stream hold B*T/t rows per "
+             "rank; all-gathers and reduce-scatters instead of all-reduces"),
         flag("-p", "--precision", &O::precision,
              "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
         flag("-r", "--recompute", &O::recompute,

@@ -37,6 +37,7 @@ struct TrainOptions {
     int zero_stage = 1;
     int ranks = 1;  // emulated ranks in this process
     int tp = 1;     // tensor-parallel degree: ranks per tensor group (world = tp x data-parallel ranks)
+    int sp = 0;     // 1: sequence parallelism in the tensor group (needs tp > 1)
     std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
     int recompute = 0;
     std::string offload_optimizer = "none";  // none | cpu

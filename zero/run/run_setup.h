@@ -44,6 +44,7 @@ struct RunSetup {
     DType dtype = DType::F32;
     int world = 1;              // ranks in the job
     int tp = 1, dp = 1;         // the grid: world = tp x dp (tensor groups of tp adjacent ranks)
+    bool sp = false;            // sequence parallelism in the tensor groups
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
@@ -55,6 +56,7 @@ struct RunSetup {
         q.stage = o.zero_stage;
         q.world = dp;
         q.tp = tp;
+        q.sp = sp;
         q.dtype_bytes = dtype_size(dtype);
         q.micro_batch = o.micro_batch;
         q.seq_len = o.seq_len;
@@ -167,6 +169,15 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
         CHECK(o.output_dir.empty(), "--tp %d: checkpoints and logs of tensor-parallel runs are not written yet: "
               "leave out -o (and -y)", r.tp);
     }
+    CHECK(o.sp == 0 || o.sp == 1, "--sp must be 0 or 1 (got %d)", o.sp);
+    r.sp = o.sp == 1;
+    CHECK(!r.sp || r.tp > 1, "--sp 1 (sequence parallelism) needs --tp > 1: it cuts the tensor group's residual stream");
+    CHECK(r.tp == 1 || r.sp || o.recompute != 2 || ((long)o.micro_batch * o.seq_len) % r.tp == 0,
+          "-r 2 with --tp %d keeps 1/t of each saved layer input per rank (ZeRO-R Pa): B*T = %d*%d must be a "
+          "multiple of %d", r.tp, o.micro_batch, o.seq_len, r.tp);
+    CHECK(!r.sp || o.seq_len % r.tp == 0,
+          "--sp 1 needs -t (sequence length, %d) to be a multiple of --tp %d: each rank holds 1/t of the tokens",
+          o.seq_len, r.tp);
 
     // shapes and batch
     CHECK(o.micro_batch >= 1, "-b (micro-batch) must be at least 1 (got %d)", o.micro_batch);
