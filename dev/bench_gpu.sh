@@ -24,6 +24,8 @@
 #             the CPU AdamW on this machine's cores
 #   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
 #   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
+#   interop   the hf test with transformers' GPT2LMHeadModel as the logits reference
+#             (ZERO_HF_TRANSFORMERS=1), and make reproduce with the CUDA build
 #
 # The machine reaches nothing outside: carry data/mobydick, data/gpt2_tokenizer.bin
 # and .carry (dev/gpu_carry.sh assembles them).
@@ -232,13 +234,33 @@ homework)
         RANKS=$n OUT="$OUT/runs/homework_n$n" STEPS=6 T=1024 B=4 bash dev/homework_table.sh ./train_gpt2_zero | tee "$OUT/homework_n$n.txt"
     done
     ;;
+interop)
+    section "interop: our Hugging Face export in transformers' GPT2LMHeadModel; make reproduce on the GPU build"
+    need_build
+    make -j"$(nproc)" cpu >"$OUT/build_cpu.log" 2>&1
+    cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1
+    cmake --build build/test -j"$(nproc)" --target hf >"$OUT/hf_build.log" 2>&1
+    # the test's logits check, with transformers as the reference instead of our PyTorch GPT-2
+    py=$(command -v python3)
+    if "$py" -c 'import transformers' 2>/dev/null; then
+        (cd build/test && ZERO_PYTHON="$py" ZERO_HF_TRANSFORMERS=1 timeout 300 ctest -R '^hf$' -V 2>&1) >"$OUT/ctest_hf_transformers.log"
+        row "our export -> GPT2LMHeadModel, logits within 1e-5" \
+            "$(grep -E 'tests passed|tests failed' "$OUT/ctest_hf_transformers.log" | tail -n 1)"
+    else
+        row "our export -> GPT2LMHeadModel" "not run: $py has no transformers"
+    fi
+    # the reproduction with the CUDA build (bf16, T 1024), figures and report under $OUT
+    (time timeout "${REPRODUCE_TIMEOUT:-300}" make reproduce) >"$OUT/reproduce.log" 2>&1
+    cp -r out/reproduce "$OUT/reproduce" 2>/dev/null
+    row "make reproduce (GPU build)" "$(grep real "$OUT/reproduce.log" | tail -n 1 | awk '{print $2}'), $(tail -n 4 "$OUT/reproduce.log" | head -n 1)"
+    ;;
 pack)  # the device tool brings back at most 8 files: everything but the summary in one archive
     tar czf /tmp/gpu_logs.tgz -C "$OUT" --exclude=logs.tgz --exclude='checkpoint_*' . 2>/dev/null &&
         find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name preflight.log -exec rm -rf {} + &&
         mv /tmp/gpu_logs.tgz "$OUT/logs.tgz"
     return
     ;;
-*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework pack)" >&2; exit 2 ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework interop pack)" >&2; exit 2 ;;
 esac
 }
 

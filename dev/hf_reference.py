@@ -8,6 +8,11 @@ and writes the logits of one batch of tokens.
 usage: hf_reference.py HF_DIR TOKENS OUT
   TOKENS: int32 B, T, then B*T inputs and B*T targets (int32), as gpt2_reference.py reads
   OUT:    float32 B*T*V logits
+
+With ZERO_HF_TRANSFORMERS=1 the logits come instead from transformers'
+GPT2LMHeadModel.from_pretrained(HF_DIR) (fp32, on the CPU): the check that the
+export loads in the library users hand it to (the GPU machine has transformers;
+dev/bench_gpu.sh section interop).
 """
 import json
 import os
@@ -38,8 +43,25 @@ def read_safetensors(path):
     return tensors
 
 
+def transformers_logits(hf_dir, idx):
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        return model(idx).logits
+
+
 def main():
     hf_dir, tokens_path, out_path = sys.argv[1:4]
+    if os.environ.get("ZERO_HF_TRANSFORMERS") == "1":
+        with open(tokens_path, "rb") as f:
+            B, T = struct.unpack("ii", f.read(8))
+            ids = torch.frombuffer(bytearray(f.read()), dtype=torch.int32).long()
+        logits = transformers_logits(hf_dir, ids[: B * T].reshape(B, T))
+        with open(out_path, "wb") as f:
+            f.write(logits.float().contiguous().numpy().tobytes())
+        print(f"hf_reference: transformers' GPT2LMHeadModel from {hf_dir}")
+        return
     with open(os.path.join(hf_dir, "config.json")) as f:
         config = json.load(f)
     st = read_safetensors(os.path.join(hf_dir, "model.safetensors"))

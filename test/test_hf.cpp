@@ -106,7 +106,7 @@ void test_export_and_back(const std::string& trainer, const std::string& script)
            "--consolidate --export_hf: the folder does not hold the consolidated model");
 
     // the export through an independent reader and the PyTorch model
-    if (run_command("/usr/bin/python3 -c 'import torch'").status != 0) {
+    if (run_command(reference_python() + " -c 'import torch'").status != 0) {
         printf("note: PyTorch is not installed: the export's logits are not checked\n");
         return;
     }
@@ -123,7 +123,7 @@ void test_export_and_back(const std::string& trainer, const std::string& script)
         fclose(f);
     }
     const std::vector<float> ours = our_logits(model, inputs, targets, B, T);
-    CommandResult ref = run_command("/usr/bin/python3 " + script + " " + dir + "/export " + dir + "/tokens.bin " +
+    CommandResult ref = run_command(reference_python() + " " + script + " " + dir + "/export " + dir + "/tokens.bin " +
                                     dir + "/ref_logits.bin");
     EXPECT(ref.status == 0, "dev/hf_reference.py failed:\n%s", ref.output.c_str());
     if (ref.status != 0) return;

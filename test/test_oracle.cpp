@@ -21,7 +21,7 @@
 int main(int argc, char** argv) {
     std::vector<std::string> args = test_args(argc, argv, "<train_gpt2_zero_cpu> <gpt2_reference.py>");
     const std::string trainer = args[0], script = args[1];
-    if (run_command("/usr/bin/python3 -c 'import torch'").status != 0) {
+    if (run_command(reference_python() + " -c 'import torch'").status != 0) {
         fprintf(stderr, "PyTorch (Debian's python3-torch) is not installed: cannot regenerate the reference\n");
         return TEST_SKIP;
     }
@@ -89,7 +89,7 @@ int main(int argc, char** argv) {
 
     char flags[160];
     snprintf(flags, sizeof(flags), " --steps %d --lr %g --wd %g --clip 1.0", steps, lr, wd);
-    CommandResult ref_run = run_command("/usr/bin/python3 " + script + " " + dir + "/model.bin " + dir + "/tokens.bin " +
+    CommandResult ref_run = run_command(reference_python() + " " + script + " " + dir + "/model.bin " + dir + "/tokens.bin " +
                                         dir + "/reference.bin" + flags);
     EXPECT(ref_run.status == 0, "the PyTorch reference failed:\n%s", ref_run.output.c_str());
     if (ref_run.status != 0) return test_summary("oracle");

@@ -92,13 +92,13 @@ void test_command(const std::string& trainer, const std::string& script, const s
     Bpe bpe;
     bpe.load_tokens(tk.tokens(), tk.eot_token, tokenizer_path);
     const std::vector<int> prompt_ids = bpe.encode(prompt);
-    if (run_command("/usr/bin/python3 -c 'import torch'").status == 0) {
+    if (run_command(reference_python() + " -c 'import torch'").status == 0) {
         FILE* f = open_file(dir + "/prompt.bin", "wb");
         int count = (int)prompt_ids.size();
         fwrite(&count, 4, 1, f);
         fwrite(prompt_ids.data(), 4, count, f);
         fclose(f);
-        CommandResult ref = run_command("/usr/bin/python3 " + script + " " + model + " " + dir + "/prompt.bin " +
+        CommandResult ref = run_command(reference_python() + " " + script + " " + model + " " + dir + "/prompt.bin " +
                                         std::to_string(n) + " " + dir + "/greedy.bin");
         EXPECT(ref.status == 0, "sample_reference.py failed:\n%s", ref.output.c_str());
         std::vector<int> ids(n);

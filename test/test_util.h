@@ -40,6 +40,14 @@ inline int test_summary(const char* name) {
 
 constexpr int TEST_SKIP = 77;
 
+// The Python that runs the PyTorch references under dev/: Debian's interpreter
+// (python3-torch belongs to it; the python3 first on PATH may be another one),
+// or $ZERO_PYTHON where torch lives elsewhere (the GPU machine's environment).
+inline std::string reference_python() {
+    const char* p = getenv("ZERO_PYTHON");
+    return p && *p ? p : "/usr/bin/python3";
+}
+
 // The arguments a test program was started with, as many as `usage` names in
 // angle brackets ("<train_gpt2_zero_cpu> <gpt2_reference.py>"). With fewer, it
 // prints the usage line and exits with status 2: CTest passes them, a person
