@@ -8,8 +8,9 @@
 //     with optimizer offload the optimizer state and the gradient slices (and,
 //     with parameter offload, the parameter slices) are in the host arena instead,
 //     exactly those bytes;
-//   * the predictor's totals within 2% at every phase (after forward, after
-//     backward, after the step), every rank, every stage, precision, recompute;
+//   * the predictor's totals exactly, to the byte, at every phase (after
+//     forward, after backward, after the step), every rank, every stage,
+//     precision, recompute, offload;
 //   * bytes sent (and received) per rank per step, counted by the backend:
 //       stages 0-1: 2 Psi (N-1)/N;  stage 2: (A+1) Psi (N-1)/N;  stage 3: 3A Psi (N-1)/N
 //     elements, A being the micro-steps per step (the paper's 2Psi and 3Psi at A=1).
@@ -34,8 +35,10 @@ int main(int argc, char** argv) {
     make_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
     ParamLayout layout(gpt2_config_from_descriptor(TINY));
-    // every case: two steps of B=2 sequences of 32 per micro-step, reports on
-    const int B = 2, T = 32;
+    // every case: two steps of B=3 sequences of 32 per micro-step, reports on
+    // (B*T = 96 tokens: per-token buffers of 384 bytes, not a multiple of the
+    // 256-byte alignment of activation buffers, which the predictor must model)
+    const int B = 3, T = 32;
     base.model = TINY;
     base.train = dir + "/train.bin";
     base.out = dir + "/run";
@@ -109,7 +112,7 @@ int main(int argc, char** argv) {
                 const std::string& phase = mem.text(i, "phase");
                 const std::string& arena = mem.text(i, "arena");
                 int a = arena == "device" ? 0 : 1;
-                EXPECT(err <= 0.02, "%s rank %d step %s after %s (%s): live %.0f bytes, predicted %.0f (%.2f%%)", name,
+                EXPECT(live == pred, "%s rank %d step %s after %s (%s): live %.0f bytes, predicted %.0f (%.2f%%)", name,
                        rank, mem.text(i, "step").c_str(), phase.c_str(), arena.c_str(), live, pred, 100 * err);
                 if (phase == "step") {
                     double params = mem.num(i, "params"), opt = mem.num(i, "optimizer");
