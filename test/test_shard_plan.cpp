@@ -138,7 +138,7 @@ int main() {
     // the paper's Figure 1: Psi = 7.5B, N = 64 -> 120 / 31.4 / 16.6 / 1.9 GB per device
     const double want[4] = {120.0, 31.4, 16.6, 1.9};
     for (int stage = 0; stage < 4; stage++) {
-        double gb = paper_model_state_bytes(7.5e9, stage, 64) / 1e9;
+        double gb = model_state_bytes(7.5e9, stage, 64).total() / 1e9;
         EXPECT(std::fabs(gb - want[stage]) < 0.05, "stage %d: %.3f GB, the paper says %.1f", stage, gb, want[stage]);
     }
     return test_summary("shard_plan");

@@ -24,16 +24,6 @@
 
 constexpr double ZERO_K = 12.0;
 
-// The paper's model-state bytes per rank (mixed precision, s = 2).
-inline double paper_model_state_bytes(double psi, int stage, int N) {
-    switch (stage) {
-        case 0: return (2 + 2 + ZERO_K) * psi;
-        case 1: return 4 * psi + ZERO_K * psi / N;
-        case 2: return 2 * psi + (2 + ZERO_K) * psi / N;
-        default: return (2 + 2 + ZERO_K) * psi / N;
-    }
-}
-
 // Model states alone from a raw parameter count, for any model (the paper's
 // Table 1 and Figure 1): parameters and gradients in a `dtype_bytes` compute
 // copy (2 in the paper's mixed precision), K bytes of optimizer state per
