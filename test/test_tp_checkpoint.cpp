@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
     };
     TrainerRun straight_run = grid("straight", 2, 2, 3, 10);
     straight_run.checkpoint_every = 5;
+    straight_run.mem_report = true;  // its CSVs land in -o as for any run
     RunResult straight = straight_run.run();
     RunResult one_rank = grid("one_rank", 1, 1, 0, 10).run();
     EXPECT(straight.train_losses.size() == 10 && one_rank.train_losses.size() == 10, "main.log: %zu and %zu losses",
@@ -172,7 +173,17 @@ int main(int argc, char** argv) {
     std::string why;
     EXPECT(read_manifest(checkpoint_dir(straight.out, 10), m, why) && m.id.world == 4 && m.id.tp == 2 && m.id.stage == 3,
            "manifest of the t=2 run: %s world %d tp %d", why.c_str(), m.id.world, m.id.tp);
-    // logs and reports of a tp run
-    EXPECT(file_exists(straight.out + "/main.log"), "a tp run wrote no main.log");
+    // the reports of a tp run: every rank of the grid its CSVs, rows for each of the 10 steps
+    auto steps_in = [](const CsvRows& csv, int rank) {
+        std::vector<int> seen;
+        for (size_t i = 0; i < csv.rows.size(); i++)
+            if ((int)csv.num(i, "rank") == rank) seen.push_back((int)csv.num(i, "step"));
+        std::sort(seen.begin(), seen.end());
+        seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+        return seen.size() == 10 && seen.front() == 1 && seen.back() == 10;
+    };
+    for (int r = 0; r < 4; r++)
+        EXPECT(steps_in(straight.mem_report(r), r) && steps_in(straight.comm_report(r), r),
+               "rank %d of the t=2 run: its memory or traffic CSV lacks steps 1..10", r);
     return test_summary("tp_checkpoint");
 }
