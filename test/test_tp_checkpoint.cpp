@@ -5,6 +5,8 @@
 //     units with the new t gives, read from files laid out by cutting the full
 //     units with the old t and slicing them under the old data plan (the oracle
 //     is tp_slice_unit, i.e. tp_for_each_run; the mapping uses tp_locate);
+//   * the same through optimizer files written and read back by the engine's
+//     layout at each stage;
 //   * through the trainer: a checkpoint at (t=2, d=2, stage 3) resumes at
 //     (t=1, d=4, stage 1) and at (t=4, d=1, stage 0) within 1e-5 of the
 //     uninterrupted run, and at (t=2, d=2, stage 3) bit for bit; model.bin is
@@ -79,6 +81,49 @@ static void check_mapping(const GPT2Config& cfg, int t, int d, int t2, int d2) {
            d, t2, d2, bad, checked, stray);
 }
 
+// The same through the files: each rank of an old (t, d, stage) grid writes
+// its optimizer file from arrays laid out as its engine keeps them, and each
+// rank of a new (t2, d2, stage2) grid reads its arrays back.
+static void check_files(const GPT2Config& cfg, int t, int d, int stage, int t2, int d2, int stage2) {
+    std::string dir = "tp_checkpoint_files";
+    make_dir(dir);
+    ParamLayout whole(cfg, 1), old_layout(cfg, t), new_layout(cfg, t2);
+    ShardPlan old_plan(old_layout.unit_specs(), d, SHARD_ALIGN), new_plan(new_layout.unit_specs(), d2, SHARD_ALIGN);
+    // rank (dp, tp)'s arrays under `layout`/`plan` at `st`, from the full units' patterns (unowned: `other`)
+    auto arrays_of = [&](const ParamLayout& layout, const ShardPlan& plan, int st, int dp, int tp, float other) {
+        std::vector<std::vector<float>> arr(3, std::vector<float>(st == 0 ? plan.full_numel : plan.shard_numel, other));
+        for (int u = 0; u < plan.num_units(); u++)
+            for (int a = 0; a < 3; a++) {
+                std::vector<float> full(whole.unit_spec(u).numel), local(plan.padded[u], 0.0f);
+                for (size_t i = 0; i < full.size(); i++) full[i] = pattern(u, i, a);
+                layout.tp_slice_unit(tp, u, full.data(), local.data());
+                size_t lo = st == 0 ? 0 : dp * plan.slice_numel(u), hi = st == 0 ? plan.padded[u] : lo + plan.slice_numel(u);
+                for (size_t i = lo; i < hi; i++) arr[a][optimizer_index(plan, st, dp, u, i)] = local[i];
+            }
+        return arr;
+    };
+    for (int dp = 0; dp < d; dp++)
+        for (int tp = 0; tp < t; tp++) {
+            auto arr = arrays_of(old_layout, old_plan, stage, dp, tp, -1.0f);
+            const float* arrays[3] = {arr[0].data(), arr[1].data(), arr[2].data()};
+            write_optim_file(dir,
+                             make_header(CKPT_OPTIM_MAGIC, cfg, 1, t * d, stage, dp * t + tp, old_plan.shard_numel, t),
+                             old_plan, stage, arrays);
+        }
+    size_t wrong = 0, checked = 0;
+    for (int dp = 0; dp < d2; dp++)
+        for (int tp = 0; tp < t2; tp++) {
+            auto expect = arrays_of(new_layout, new_plan, stage2, dp, tp, 0.0f);
+            std::vector<std::vector<float>> got(3, std::vector<float>(expect[0].size(), 0.0f));
+            float* arrays[3] = {got[0].data(), got[1].data(), got[2].data()};
+            read_optim_files(dir, new_layout, t * d, t, new_plan, stage2, dp, tp, arrays);
+            for (int a = 0; a < 3; a++)
+                for (size_t i = 0; i < got[a].size(); i++, checked++) wrong += got[a][i] != expect[a][i];
+        }
+    EXPECT(wrong == 0 && checked > 0, "files of t=%d d=%d stage %d read by t=%d d=%d stage %d: %zu of %zu values wrong",
+           t, d, stage, t2, d2, stage2, wrong, checked);
+}
+
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
 
@@ -93,6 +138,11 @@ int main(int argc, char** argv) {
             for (Grid to : {Grid{1, 1}, Grid{1, 4}, Grid{4, 1}, Grid{2, 2}, Grid{2, 3}, Grid{4, 2}})
                 check_mapping(cfg, from.t, from.d, to.t, to.d);
     }
+    GPT2Config tiny = gpt2_config_from_descriptor(TINY);
+    check_files(tiny, 2, 2, 3, 1, 4, 1);
+    check_files(tiny, 2, 2, 3, 4, 1, 0);
+    check_files(tiny, 4, 1, 0, 2, 3, 2);
+    check_files(tiny, 1, 3, 1, 2, 2, 3);
 
     // --- the trainer: (t=2, d=2, stage 3) checkpoints
     std::string dir = "tp_checkpoint";
