@@ -192,7 +192,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     int start_step = 0;
     if (o.resume) {
         RunState rs;
-        std::string dir = resume_checkpoint(o.output_dir, zero, rs, o.seed);
+        std::string dir = resume_checkpoint(o.output_dir, zero, world_comm, rs, o.seed);
         if (dir.empty()) {
             if (rank0) printf("no complete checkpoint in %s: starting from scratch\n", o.output_dir.c_str());
         } else {
@@ -212,7 +212,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     const double baseline = unigram_baseline_for(o.train_pattern);  // NAN where the data records none
     auto save = [&](int step) {
         RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
-        std::string dir = save_checkpoint(o.output_dir, rs, zero, run.dtype, o.seed, tokens_per_step);
+        std::string dir = save_checkpoint(o.output_dir, rs, zero, world_comm, run.dtype, o.seed, tokens_per_step);
         if (rank0) printf("checkpoint written: %s\n", dir.c_str());
     };
 

@@ -50,7 +50,7 @@ static void check_reslicing(const ParamLayout& layout, int old_n, int old_stage,
         std::vector<float> arr[3];
         for (int a = 0; a < 3; a++) arr[a].assign(n, -7.0f);
         float* arrays[3] = {arr[0].data(), arr[1].data(), arr[2].data()};
-        read_optim_files(dir, layout, old_n, plan, new_stage, r, arrays);
+        read_optim_files(dir, layout, old_n, 1, plan, new_stage, r, 0, arrays);
         size_t bad = 0, checked = 0;
         for (int u = 0; u < plan.num_units(); u++)
             for (size_t i = 0; i < plan.units[u].numel; i++) {
@@ -109,7 +109,7 @@ static void check_manifest_text(const GPT2Config& cfg) {
         t.replace(t.find(from), from.size(), to);
         return t;
     };
-    for (const std::string& t : {replaced("file model.bin", "file ../model.bin"), replaced("stage 2", "stage 7"),
+    for (const std::string& t : {replaced("file model.bin", "file ../model.bin"), replaced("stage 2", "stage 7"), replaced("tp 1", "tp 0"), replaced("world 3\ntp 1", "world 3\ntp 2"),
                                  replaced("step 12", "step 12\nstep 13"), replaced("\nend\n", "\nend"),
                                  replaced("seed 99", "seed  99"), replaced("file state.bin 20", "file state.bin -20"),
                                  replaced("file state.bin", "file model.bin")})

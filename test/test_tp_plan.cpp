@@ -1,6 +1,6 @@
 // The tensor-parallel plan on its own: which elements of each tensor a rank of
 // a tensor group holds, checked element by element against an independent
-// index formula; the t-local layout's units; the grid; the refusals. Then the
+// index formula, and its inverse tp_locate; the t-local layout's units; the grid; the refusals. Then the
 // proof that the cuts fit the kernels: a GPT-2 block computed by t ranks on
 // their parts (column-parallel QKV and fc, attention on local heads,
 // row-parallel projections summed over the ranks) equals the block computed
@@ -64,6 +64,22 @@ static void check_shape(const TpTensorShape& s, int t, const char* what) {
     for (int x : owners) right += x == expected;
     EXPECT(right == full, "%s t=%d: %zu of %zu elements held by the wrong number of ranks", what, t, full - right,
            full);
+    // tp_locate, the inverse (what a checkpoint's reader asks): the rank and
+    // local offset of every full element, and a run that stays consecutive on
+    // both sides and ends where the next full element lies elsewhere
+    size_t wrong = 0;
+    for (size_t f = 0; f < full; f++) {
+        TpLocation at = tp_locate(s, t, f);
+        bool ok = at.tp >= 0 && at.tp < t && at.local < local && at.run >= 1 && f + at.run <= full &&
+                  full_index_of_local(s, t, at.tp, at.local) == f && (s.split != TpSplit::Replicated || at.tp == 0);
+        if (ok && f + 1 < full) {
+            TpLocation next = tp_locate(s, t, f + 1);
+            bool continues = next.tp == at.tp && next.local == at.local + 1;
+            ok = at.run > 1 ? continues && next.run == at.run - 1 : !continues;
+        }
+        wrong += !ok;
+    }
+    EXPECT(wrong == 0, "%s t=%d: tp_locate wrong for %zu of %zu elements", what, t, wrong, full);
 }
 
 // The t-local layout of one model: unit sizes, the round trip full -> parts ->

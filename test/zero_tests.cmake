@@ -17,3 +17,5 @@ zero_test(NAME vocab_parallel SOURCES test_vocab_parallel.cpp)
 # bytes, memory against one rank and the formulas) and through the trainer.
 zero_test(NAME tensor_parallel SOURCES test_tensor_parallel.cpp)
 zero_test(NAME tp_trainer SOURCES test_tp_trainer.cpp ARGS ${CPU_TRAINER})
+# Checkpoints of a t x d grid resumed on another grid (t, d and stage), through the full tensors.
+zero_test(NAME tp_checkpoint SOURCES test_tp_checkpoint.cpp ARGS ${CPU_TRAINER})

@@ -1,7 +1,8 @@
 // Sharded checkpoints. A checkpoint of step s is a directory
 //
 //     <output>/checkpoint_<s>/
-//         model.bin                llm.c model file (rank 0; compute-dtype parameters)
+//         model.bin                llm.c model file of the full model (rank 0; compute-dtype
+//                                  parameters, each unit assembled from its tensor group)
 //         state.bin                step, optimizer step, loss scaler, data position (rank 0)
 //         optim_rank<r>.bin        rank r's slices of fp32 master, Adam m and v (every rank)
 //         MANIFEST                 the run's identity and every file's size and checksum
@@ -15,12 +16,14 @@
 // checkpoint against its manifest before loading a byte, and falls back to the
 // next older one with a line saying why when anything does not match.
 //
-// Rank r's optimizer file holds, unit by unit, rank r's slice of that unit under
-// the plan of the world that wrote it, whatever its stage (a stage-0 rank writes
-// the slice of its full copy), so a checkpoint is the same set of bytes at every
-// stage. Loading re-slices: each element of the ranges the new rank needs is read
-// from the old rank whose slice held it, so a run can resume at another world
-// size or stage.
+// Rank r = dp*t + tp of a t x d grid (t = 1 without tensor parallelism) holds
+// in its optimizer file, unit by unit, slice dp of its t-local unit under the
+// d-rank plan of its data group, whatever its stage (a stage-0 rank writes the
+// slice of its full copy), so a checkpoint is the same set of bytes at every
+// stage. Loading re-slices through the full tensors
+// (zero/layout/checkpoint_reslice.h): each element the new rank needs is read
+// from the old file that held it, so a run can resume at another t, d or stage.
+// Sequence parallelism (--sp) holds no state of its own: it is not recorded.
 #pragma once
 
 #include <dirent.h>
@@ -37,6 +40,7 @@
 #include "zero/engine/checkpoint_manifest.h"
 #include "zero/layout/gpt2_config.h"
 #include "zero/engine/loss_scaler.h"
+#include "zero/layout/checkpoint_reslice.h"
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
@@ -44,7 +48,7 @@
 
 constexpr uint32_t CKPT_STATE_MAGIC = 0x5a45524f;  // "ZERO"
 constexpr uint32_t CKPT_OPTIM_MAGIC = 0x5a4f5054;  // "ZOPT"
-constexpr uint32_t CKPT_VERSION = 1;
+constexpr uint32_t CKPT_VERSION = 2;  // 2: the header records the tensor-parallel degree
 
 inline std::string checkpoint_dir(const std::string& output_dir, int step) {
     char name[64];
@@ -194,11 +198,12 @@ struct CkptHeader {
     uint32_t magic, version;
     int32_t step, world, stage, rank;
     int32_t max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels;
+    int32_t tp, unused;    // tensor-parallel degree t of the grid (world = t x d); rank = dp*t + tp
     uint64_t shard_numel;  // elements per array in an optim file
 };
 
 inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int world, int stage, int rank,
-                              size_t shard_numel) {
+                              size_t shard_numel, int tp = 1) {
     CkptHeader h{};
     h.magic = magic;
     h.version = CKPT_VERSION;
@@ -212,6 +217,7 @@ inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int
     h.num_layers = c.num_layers;
     h.num_heads = c.num_heads;
     h.channels = c.channels;
+    h.tp = tp;
     h.shard_numel = shard_numel;
     return h;
 }
@@ -246,6 +252,8 @@ inline CkptHeader read_checkpoint_header(const std::string& dir, FILE** keep_ope
     CHECK(h.magic == CKPT_STATE_MAGIC && h.version == CKPT_VERSION, "%s is not a checkpoint state file of ours",
           path.c_str());
     validate_config(header_config(h), path);
+    CHECK(h.tp >= 1 && h.world >= 1 && h.world % h.tp == 0, "%s: a grid of %d ranks with --tp %d is not one of ours",
+          path.c_str(), h.world, h.tp);
     if (keep_open) *keep_open = f;
     else fclose(f);
     return h;
@@ -272,24 +280,29 @@ inline size_t optimizer_index(const ShardPlan& plan, int stage, int rank, int u,
 }
 
 // Writes this rank's slices of master, m and v (host copies of the optimizer
-// arrays of an engine with the given plan and stage).
+// arrays of an engine with the given data plan and stage); h.rank = dp*h.tp + tp.
 inline void write_optim_file(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage,
                              const float* const arrays[3]) {
+    const int dp = h.rank / h.tp;  // the slice: this rank's place in its data group
     AtomicFile f(optim_file(dir, h.rank));
     f.write(&h, sizeof(h));
     for (int a = 0; a < 3; a++)
         for (int u = 0; u < plan.num_units(); u++) {
-            size_t begin = (size_t)h.rank * plan.slice_numel(u);
-            f.write(arrays[a] + optimizer_index(plan, stage, h.rank, u, begin), plan.slice_numel(u) * sizeof(float));
+            size_t begin = (size_t)dp * plan.slice_numel(u);
+            f.write(arrays[a] + optimizer_index(plan, stage, dp, u, begin), plan.slice_numel(u) * sizeof(float));
         }
     f.commit();
 }
 
-// Fills this rank's master/m/v arrays (host, for `plan` and `stage`) from a
-// checkpoint written by `old_world` ranks, whatever stage they ran.
-inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, const ShardPlan& plan,
-                             int stage, int rank, float* const arrays[3]) {
-    ShardPlan old(layout.unit_specs(), old_world, plan.align);
+// Fills the master/m/v arrays (host, for `plan` and `stage`) of data rank `dp`
+// and tensor rank `tp` of the grid of `layout` (its t) from a checkpoint written
+// by a grid of `old_world` ranks, `old_tp` per tensor group, whatever stage they ran.
+inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
+                             const ShardPlan& plan, int stage, int dp, int tp, float* const arrays[3]) {
+    CHECK(old_tp >= 1 && old_world % old_tp == 0, "checkpoint %s: %d ranks do not make a grid with --tp %d",
+          dir.c_str(), old_world, old_tp);
+    ParamLayout old_layout(layout.cfg, old_tp);
+    ShardPlan old(old_layout.unit_specs(), old_world / old_tp, plan.align);
     std::vector<FILE*> files(old_world);
     std::vector<std::string> paths(old_world);
     for (int k = 0; k < old_world; k++) {
@@ -303,7 +316,7 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
               paths[k].c_str());
         CHECK(same_shape(header_config(h), layout.cfg), "%s is of another model (%s)", paths[k].c_str(),
               describe_config(header_config(h)).c_str());
-        CHECK(h.rank == k && h.world == old_world && h.shard_numel == old.shard_numel,
+        CHECK(h.rank == k && h.world == old_world && h.tp == old_tp && h.shard_numel == old.shard_numel,
               "%s does not belong with the other files of %s", paths[k].c_str(), dir.c_str());
         size_t expect = sizeof(h) + 3 * old.shard_numel * sizeof(float);
         CHECK(file_size(files[k]) == expect, "%s is truncated: %zu bytes, expected %zu", paths[k].c_str(),
@@ -311,19 +324,16 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
     }
     for (int u = 0; u < plan.num_units(); u++) {
         // the real elements of unit u this rank keeps under its own plan
-        size_t lo = stage == 0 ? 0 : (size_t)rank * plan.slice_numel(u);
+        size_t lo = stage == 0 ? 0 : (size_t)dp * plan.slice_numel(u);
         size_t hi = std::min(stage == 0 ? plan.padded[u] : lo + plan.slice_numel(u), plan.units[u].numel);
-        size_t s = old.slice_numel(u);
-        for (int k = 0; k < old_world && lo < hi; k++) {
-            size_t a = std::max(lo, k * s), b = std::min(hi, (k + 1) * s);
-            if (a >= b) continue;
+        if (lo >= hi) continue;
+        for (const ResliceRun& r : reslice_runs(old_layout, old, layout, tp, u, lo, hi))
             for (int arr = 0; arr < 3; arr++) {
-                size_t at = sizeof(CkptHeader) + ((size_t)arr * old.shard_numel + old.shard_offset[u] + (a - k * s)) * sizeof(float);
-                seek_to(files[k], at, paths[k]);
-                read_exact(files[k], arrays[arr] + optimizer_index(plan, stage, rank, u, a), (b - a) * sizeof(float),
-                           paths[k]);
+                size_t at = sizeof(CkptHeader) + ((size_t)arr * old.shard_numel + r.offset) * sizeof(float);
+                seek_to(files[r.file], at, paths[r.file]);
+                read_exact(files[r.file], arrays[arr] + optimizer_index(plan, stage, dp, u, r.at), r.n * sizeof(float),
+                           paths[r.file]);
             }
-        }
     }
     for (FILE* f : files) fclose(f);
 }
@@ -390,16 +400,20 @@ inline void publish_checkpoint(const std::string& staging, const std::string& fi
 // weights of a sharded checkpoint, whatever world size and stage wrote it.
 inline std::string consolidate_checkpoint(const std::string& dir) {
     CkptHeader h = read_checkpoint_header(dir);
-    ParamLayout layout(header_config(h));
+    ParamLayout layout(header_config(h));  // the full model: t = 1
     ShardPlan whole(layout.unit_specs(), 1, SHARD_ALIGN);
     std::vector<float> w(whole.full_numel), m(whole.full_numel), v(whole.full_numel);
     float* arrays[3] = {w.data(), m.data(), v.data()};
-    read_optim_files(dir, layout, h.world, whole, 0, 0, arrays);
+    read_optim_files(dir, layout, h.world, h.tp, whole, 0, 0, 0, arrays);
     std::string out = dir + "/model_fp32.bin";
     ModelFileWriter<float> writer(out, layout);
     for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, w.data() + whole.full_offset[u]);
     writer.commit();
-    printf("wrote %s from the %d optimizer shard(s) of step %d\n", out.c_str(), h.world, h.step);
+    if (h.tp > 1)
+        printf("wrote %s from the %d optimizer shard(s) of step %d (a grid of --tp %d x %d data-parallel ranks)\n",
+               out.c_str(), h.world, h.step, h.tp, h.world / h.tp);
+    else
+        printf("wrote %s from the %d optimizer shard(s) of step %d\n", out.c_str(), h.world, h.step);
     return out;
 }
 
@@ -414,45 +428,78 @@ struct RunState {
     DataLoader::State loader;
 };
 
-// Writes checkpoint_<rs.step> (every rank calls this together); returns its directory.
+// Unit u's full compute-dtype parameters on rank 0's host (`out`, the full
+// model's unit): the data group gathers the t-local unit as for any export, and
+// with tensor parallelism the tensor group all-gathers its t parts, which rank 0
+// places into the full unit. Every rank calls this together.
 template <typename T>
-std::string save_checkpoint(const std::string& output_dir, const RunState& rs, ZeroEngine<T>& zero, DType dtype,
-                            unsigned long long seed, long long tokens_per_step) {
+void export_full_unit(ZeroEngine<T>& zero, int u, bool rank0, T* gather_buffer, std::vector<T>& local,
+                      std::vector<T>& out) {
     const ParamLayout& layout = zero.layout;
-    const bool rank0 = zero.rank == 0;
+    const size_t padded = zero.plan.padded[u];
+    const T* unit = zero.acquire_params_for_export(u);
+    if (layout.tp > 1) {
+        // (t, padded) on the device: tensor rank p's part at p*padded
+        zero.tensor->all_gather(unit, gather_buffer, padded, dtype_of<T>::value, zero.ctx.stream);
+        stream_sync(zero.ctx.stream);
+    }
+    if (rank0) {
+        local.resize(padded * layout.tp);
+        zero.copy_to_host(local.data(), layout.tp > 1 ? gather_buffer : unit, local.size() * sizeof(T));
+        if (layout.tp == 1) {
+            out = local;
+        } else {
+            out.assign(ParamLayout(layout.cfg, 1).unit_spec(u).numel, T{});
+            for (int p = 0; p < layout.tp; p++) layout.tp_place_unit(p, u, local.data() + (size_t)p * padded, out.data());
+        }
+    }
+    zero.release_params_after_export(u);
+}
+
+// Writes checkpoint_<rs.step> (every rank of `world` calls this together: with
+// tensor parallelism the engine's comm is only the data group); returns its directory.
+template <typename T>
+std::string save_checkpoint(const std::string& output_dir, const RunState& rs, ZeroEngine<T>& zero, Comm& world,
+                            DType dtype, unsigned long long seed, long long tokens_per_step) {
+    const ParamLayout& layout = zero.layout;
+    const ParamLayout whole(layout.cfg, 1);  // model.bin is of the full model whatever t
+    const bool rank0 = world.rank == 0;
     const std::string final_dir = checkpoint_dir(output_dir, rs.step);
     const std::string dir = checkpoint_staging_dir(output_dir, rs.step);
     if (rank0) {
         remove_tree(dir);  // what a killed save of this step left
         make_dir(dir);
     }
-    zero.comm.barrier();
+    world.barrier();
 
     // model.bin: the compute-dtype parameters (bf16 -> version 5, else fp32 version 3);
-    // stage 3 gathers each unit for it
+    // stage 3 gathers each unit for it, tensor parallelism its t parts
     std::unique_ptr<ModelFileWriter<float>> w32;
     std::unique_ptr<ModelFileWriter<bf16>> w16;
-    if (rank0 && dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", layout);
-    else if (rank0) w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", layout);
-    for (int u = 0; u < layout.num_units(); u++) {
-        const T* unit = zero.acquire_params_for_export(u);
-        if (rank0) {
-            std::vector<T> host(zero.plan.padded[u]);
-            zero.copy_to_host(host.data(), unit, host.size() * sizeof(T));
-            if (w16) {
-                w16->write_unit(u, (const bf16*)host.data());
-            } else {
-                std::vector<float> f(host.size());
-                for (size_t i = 0; i < host.size(); i++) f[i] = to_float(host[i]);
-                w32->write_unit(u, f.data());
-            }
-        }
-        zero.release_params_after_export(u);
+    if (rank0 && dtype == DType::BF16) w16 = std::make_unique<ModelFileWriter<bf16>>(dir + "/model.bin", whole);
+    else if (rank0) w32 = std::make_unique<ModelFileWriter<float>>(dir + "/model.bin", whole);
+    T* gather_buffer = nullptr;  // (t, largest padded unit): outside any step, so not from the step's accountant
+    if (layout.tp > 1) {
+        size_t largest = *std::max_element(zero.plan.padded.begin(), zero.plan.padded.end());
+        gather_buffer = (T*)device_malloc(largest * layout.tp * sizeof(T));
     }
+    std::vector<T> local, full;
+    for (int u = 0; u < layout.num_units(); u++) {
+        export_full_unit(zero, u, rank0, gather_buffer, local, full);
+        if (!rank0) continue;
+        if (w16) {
+            w16->write_unit(u, (const bf16*)full.data());
+        } else {
+            std::vector<float> f(full.size());
+            for (size_t i = 0; i < full.size(); i++) f[i] = to_float(full[i]);
+            w32->write_unit(u, f.data());
+        }
+    }
+    if (gather_buffer) device_free(gather_buffer);
     if (w16) w16->commit();
     if (w32) w32->commit();
 
-    // optim_rank<r>.bin: every rank its slices of master, m, v
+    // optim_rank<r>.bin: every rank of the grid its slices of master, m, v
     size_t n = zero.optimizer_numel();
     std::vector<float> w(n), m(n), v(n);
     zero.copy_to_host(w.data(), zero.master_weights(), n * sizeof(float));
@@ -460,18 +507,21 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
     const float* arrays[3] = {w.data(), m.data(), v.data()};
     write_optim_file(dir,
-                     make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, zero.world, zero.stage, zero.rank,
-                                 zero.plan.shard_numel),
+                     make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, world.world, zero.stage, world.rank,
+                                 zero.plan.shard_numel, layout.tp),
                      zero.plan, zero.stage, arrays);
-    write_checksum_note(dir, zero.rank);
-    if (rank0) write_state_file(dir, make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, zero.world, zero.stage, 0, 0), rs);
-    zero.comm.barrier();
+    write_checksum_note(dir, world.rank);
+    if (rank0)
+        write_state_file(dir, make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, world.world, zero.stage, 0, 0, layout.tp),
+                         rs);
+    world.barrier();
     if (rank0) {  // only now is the checkpoint complete
         CheckpointIdentity id;
         id.step = rs.step;
         id.shape = layout.cfg;
         id.seed = seed;
-        id.world = zero.world;
+        id.world = world.world;
+        id.tp = layout.tp;
         id.stage = zero.stage;
         id.precision = dtype_name(dtype);
         id.tokens_per_step = tokens_per_step;
@@ -480,15 +530,16 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     return final_dir;
 }
 
-// Loads the newest checkpoint in output_dir that verifies (rank 0 chooses, every
-// rank loads it, whatever world size and stage wrote it) into the engine and rs;
-// returns its directory, or "" if there is none. A checkpoint of another run
-// (another model, another seed) is an error: resuming it would mix two runs.
+// Loads the newest checkpoint in output_dir that verifies (rank 0 of `world`
+// chooses, every rank loads it, whatever grid and stage wrote it) into the
+// engine and rs; returns its directory, or "" if there is none. A checkpoint of
+// another run (another model, another seed) is an error: resuming it would mix
+// two runs.
 template <typename T>
-std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, RunState& rs,
+std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, Comm& world, RunState& rs,
                               unsigned long long seed) {
-    double chosen = zero.rank == 0 ? (double)select_checkpoint(output_dir, true) : 0.0;
-    int found = (int)zero.comm.sum_scalar(chosen);
+    double chosen = world.rank == 0 ? (double)select_checkpoint(output_dir, true) : 0.0;
+    int found = (int)world.sum_scalar(chosen);
     if (found < 0) return "";
     std::string dir = checkpoint_dir(output_dir, found);
     CheckpointManifest manifest;
@@ -502,7 +553,7 @@ std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero
     size_t n = zero.optimizer_numel();
     std::vector<float> w(n), m(n), v(n);
     float* arrays[3] = {w.data(), m.data(), v.data()};
-    read_optim_files(dir, zero.layout, h.world, zero.plan, zero.stage, zero.rank, arrays);
+    read_optim_files(dir, zero.layout, h.world, h.tp, zero.plan, zero.stage, zero.rank, zero.tp_rank, arrays);
     zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
     zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
     zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));

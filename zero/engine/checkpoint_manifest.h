@@ -7,7 +7,8 @@
 //     step 10
 //     model L=2 H=4 C=64 V=512 Vp=512 T=64
 //     seed 1337
-//     world 2
+//     world 4
+//     tp 2
 //     stage 2
 //     precision fp32
 //     tokens_per_step 256
@@ -15,7 +16,11 @@
 //     file state.bin 112 03e5a1c2d4b6f789
 //     file optim_rank00000.bin 406588 77aa0c3d95e1b2f4
 //     file optim_rank00001.bin 406588 1b2c3d4e5f607182
+//     ...
 //     end
+//
+// world is every rank of the grid (one optimizer file each), tp its
+// tensor-parallel degree t (world = t x d).
 //
 // Parsing never fails the process: a manifest is untrusted bytes (a torn or
 // foreign file), and a bad one only means "fall back to an older checkpoint".
@@ -46,7 +51,7 @@ struct CheckpointIdentity {
     int step = 0;
     GPT2Config shape;
     unsigned long long seed = 0;
-    int world = 0, stage = 0;
+    int world = 0, tp = 1, stage = 0;
     std::string precision;
     long long tokens_per_step = 0;
 };
@@ -66,10 +71,10 @@ struct CheckpointManifest {
         char line[512];
         const GPT2Config& c = id.shape;
         snprintf(line, sizeof(line),
-                 "step %d\nmodel L=%d H=%d C=%d V=%d Vp=%d T=%d\nseed %llu\nworld %d\nstage %d\nprecision %s\n"
+                 "step %d\nmodel L=%d H=%d C=%d V=%d Vp=%d T=%d\nseed %llu\nworld %d\ntp %d\nstage %d\nprecision %s\n"
                  "tokens_per_step %lld\n",
                  id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
-                 id.seed, id.world, id.stage, id.precision.c_str(), id.tokens_per_step);
+                 id.seed, id.world, id.tp, id.stage, id.precision.c_str(), id.tokens_per_step);
         s += line;
         for (const ManifestFile& f : files) {
             snprintf(line, sizeof(line), "file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
@@ -160,7 +165,7 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
     }
     if (lines.empty() || lines[0] != MANIFEST_FIRST_LINE) return why = "not a checkpoint manifest of ours", false;
     if (lines.back() != "end") return why = "the manifest is cut short (no 'end' line)", false;
-    bool seen[8] = {};
+    bool seen[8] = {};  // the identity's facts, each once
     std::vector<std::string> w;
     for (size_t i = 1; i + 1 < lines.size(); i++) {
         char at[64];
@@ -189,6 +194,8 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
             slot = 5, ok = w[1] == "fp32" || w[1] == "bf16" || w[1] == "fp16", m.id.precision = w[1];
         } else if (key == "tokens_per_step" && w.size() == 2) {
             slot = 6, ok = parse_int(w[1], 1, (long long)9e18, v), m.id.tokens_per_step = v;
+        } else if (key == "tp" && w.size() == 2) {
+            slot = 7, ok = parse_int(w[1], 1, 1 << 20, v), m.id.tp = (int)v;
         } else if (key == "file" && w.size() == 4) {
             ManifestFile f;
             f.name = w[1];
@@ -203,7 +210,8 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
             seen[slot] = true;
         }
     }
-    for (int s = 0; s < 7; s++)
+    for (int s = 0; s < 8; s++)
         if (!seen[s]) return why = "the manifest lacks the run's identity", false;
+    if (m.id.world % m.id.tp != 0) return why = "the manifest's world is not a grid of its tp", false;
     return true;
 }

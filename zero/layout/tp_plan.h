@@ -68,6 +68,28 @@ void tp_for_each_run(const TpTensorShape& s, int t, int tp, F f) {
     }
 }
 
+// Which rank of t holds element `full` (row-major) of the tensor, where in its
+// part (`local`), and how many elements from there on stay consecutive on both
+// sides (`run`). A replicated tensor is read from rank 0. The inverse of
+// tp_for_each_run.
+struct TpLocation {
+    int tp;
+    size_t local, run;
+};
+inline TpLocation tp_locate(const TpTensorShape& s, int t, size_t full) {
+    if (s.split == TpSplit::Replicated || t == 1) return {0, full, s.rows * s.cols - full};
+    size_t row = full / s.cols, col = full % s.cols;
+    if (s.split == TpSplit::Rows) {
+        size_t group_rows = s.rows / s.row_groups, mine = group_rows / t;
+        size_t group = row / group_rows, in_group = row % group_rows;
+        size_t p = in_group / mine;
+        size_t local_row = group * mine + in_group % mine;
+        return {(int)p, local_row * s.cols + col, ((p + 1) * mine - in_group) * s.cols - col};
+    }
+    size_t mine = s.cols / t, p = col / mine;
+    return {(int)p, row * mine + col % mine, mine - col % mine};
+}
+
 // The 2-D grid of a run with world ranks, t of them per tensor group.
 struct TpGrid {
     int t = 1, d = 1;  // tensor-parallel and data-parallel degrees

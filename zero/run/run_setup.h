@@ -166,8 +166,6 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
 #endif
         std::string tp_err = tensor_parallel_error(r.cfg, r.tp);
         CHECK(tp_err.empty(), "%s", tp_err.c_str());
-        CHECK(o.output_dir.empty(), "--tp %d: checkpoints and logs of tensor-parallel runs are not written yet: "
-              "leave out -o (and -y)", r.tp);
     }
     CHECK(o.sp == 0 || o.sp == 1, "--sp must be 0 or 1 (got %d)", o.sp);
     r.sp = o.sp == 1;
