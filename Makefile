@@ -162,7 +162,7 @@ FUZZ_CXX ?= clang++
 FUZZ_FLAGS ?= -g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
               -I. -DZERO_CPU -DZERO_FAIL_THROWS
 FUZZ_HOST_OBJS := $(patsubst %.cpp,build/fuzz/host/%.o,zero/base/json.cpp zero/run/deepspeed_config.cpp \
-                  zero/comm/bootstrap.cpp)
+                  zero/comm/bootstrap.cpp zero/layout/safetensors.cpp)
 FUZZ_HEADERS := $(shell find zero data kernels test/fuzz -name '*.h')
 FUZZ_SECONDS ?= 60
 

@@ -93,3 +93,26 @@ put("launch_env", "openmpi", "1\n4\n1\n")
 put("launch_env", "slurm", "\n\n\n3\n8\n3\n")
 put("launch_env", "torchrun", "\n\n\n\n\n\n0\n2\n0\nhost0\n29501\n30\n\njob7\n")
 put("launch_env", "bad", "x\n-1\n\n")
+
+
+# safetensors: an 8-byte header length, the JSON header, the tensors' bytes
+def safetensors(tensors, metadata=None, pad=True):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header).encode()
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data
+
+
+f32 = lambda n: struct.pack(f"<{n}f", *[0.25 * i - 1 for i in range(n)])
+u16 = lambda n: struct.pack(f"<{n}H", *[0x3C00 + i for i in range(n)])  # fp16 / bf16 bit patterns
+put("safetensors", "f32", safetensors([("wte.weight", "F32", [4, 3], f32(12)), ("ln_f.bias", "F32", [3], f32(3))],
+                                      {"format": "pt"}))
+put("safetensors", "f16_bf16", safetensors([("a", "F16", [2, 2], u16(4)), ("b", "BF16", [5], u16(5))]))
+put("safetensors", "scalar_empty", safetensors([("s", "F32", [], f32(1)), ("e", "F32", [0, 3], b"")], pad=False))
+put("safetensors", "short_data", safetensors([("x", "F32", [2], f32(2))])[:-4] + f32(1))

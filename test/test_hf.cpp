@@ -67,6 +67,7 @@ std::vector<float> our_logits(const std::string& model, const std::vector<int>& 
 
 void test_export_and_back(const std::string& trainer, const std::string& script) {
     const std::string dir = "hf";
+    run_command("rm -rf " + dir);  // a rerun must not find the last run's checkpoints
     make_dir(dir);
     const int B = 2, T = 64;
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 5);

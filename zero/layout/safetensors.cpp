@@ -131,6 +131,7 @@ std::vector<float> SafetensorsReader::read_f32(const std::string& name, const st
     CHECK(t->shape == shape, "%s: tensor \"%s\" has shape %s; expected %s", path_.c_str(), name.c_str(),
           shape_text(t->shape).c_str(), shape_text(shape).c_str());
     const size_t n = t->numel();
+    if (n == 0) return {};  // a shape with a zero dimension holds no bytes (and memcpy may not take null)
     std::vector<char> raw(t->end - t->begin);
     FILE* f = open_file(path_, "rb");
     seek_to(f, data_start_ + t->begin, path_);
