@@ -41,13 +41,13 @@ CUDA_UNITS := train_gpt2_zero.cu $(sort $(wildcard kernels/instances/*.cu))
 CUDA_OBJS := $(patsubst %.cu,build/cuda/%.o,$(CUDA_UNITS))
 CPU_UNITS := train_gpt2_zero.cu
 CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
-# Host units: plain C++ that both trainers link (the JSON parser, the
-# rendezvous, the CPU GEMM, the SIMD AdamW of optimizer offload, the DeepSpeed
-# JSON reader, the safetensors reader and writer), compiled once by $(CXX).
+# Host units: plain C++ that both trainers link (the JSON parser, the charts,
+# the rendezvous, the safetensors reader and writer, the DeepSpeed JSON reader,
+# the CPU GEMM, the SIMD AdamW of optimizer offload), compiled once by $(CXX).
 # None of them reads ZERO_CPU or ZERO_CUDA (they include no backend code), so
-# one object serves both builds. test/CMakeLists.txt lists them too.
-HOST_UNITS := zero/base/json.cpp zero/comm/bootstrap.cpp kernels/cpu/gemm.cpp kernels/cpu/adamw_simd.cpp \
-              zero/run/deepspeed_config.cpp zero/layout/safetensors.cpp zero/base/plot.cpp
+# one object serves both builds. The list is zero/host_units.txt (the tests'
+# CMake reads it too).
+HOST_UNITS := $(shell grep -v '^\#' zero/host_units.txt)
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
 # The charts (zero/base/plot.cpp) draw text with stb_easy_font.h and write PNGs
 # with stb_image_write.h: Debian's libstb-dev, or the two headers copied into

@@ -14,7 +14,8 @@
 // killed save leaves only a .tmp directory that resume ignores, and resaving a
 // step replaces its directory in one rename. Resume verifies the newest
 // checkpoint against its manifest before loading a byte, and falls back to the
-// next older one with a line saying why when anything does not match.
+// next older one with a line saying why when anything does not match (the
+// names, verification and publication are zero/engine/checkpoint_dir.h's).
 //
 // Rank r = dp*t + tp of a t x d grid (t = 1 without tensor parallelism) holds
 // in its optimizer file, unit by unit, slice dp of its t-local unit under the
@@ -26,17 +27,14 @@
 // Sequence parallelism (--sp) holds no state of its own: it is not recorded.
 #pragma once
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <cinttypes>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/dataloader.h"
 #include "zero/base/common.h"
-#include "zero/base/hash64.h"
+#include "zero/engine/checkpoint_dir.h"
 #include "zero/engine/checkpoint_manifest.h"
 #include "zero/layout/gpt2_config.h"
 #include "zero/engine/loss_scaler.h"
@@ -49,149 +47,6 @@
 constexpr uint32_t CKPT_STATE_MAGIC = 0x5a45524f;  // "ZERO"
 constexpr uint32_t CKPT_OPTIM_MAGIC = 0x5a4f5054;  // "ZOPT"
 constexpr uint32_t CKPT_VERSION = 2;  // 2: the header records the tensor-parallel degree
-
-inline std::string checkpoint_dir(const std::string& output_dir, int step) {
-    char name[64];
-    snprintf(name, sizeof(name), "/checkpoint_%08d", step);
-    return output_dir + name;
-}
-inline std::string optim_file(const std::string& dir, int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/optim_rank%05d.bin", rank);
-    return dir + name;
-}
-
-inline std::string checkpoint_staging_dir(const std::string& output_dir, int step) {
-    return checkpoint_dir(output_dir, step) + ".tmp";
-}
-
-// The steps of every directory in output_dir named exactly checkpoint_<step>
-// (not .tmp, not .old), newest first; complete or not.
-inline std::vector<int> checkpoint_steps(const std::string& output_dir) {
-    std::vector<int> steps;
-    DIR* d = opendir(output_dir.c_str());
-    if (!d) return steps;
-    while (dirent* e = readdir(d)) {
-        int step;
-        char tail;
-        if (sscanf(e->d_name, "checkpoint_%d%c", &step, &tail) == 1 && step >= 0 &&
-            std::string(e->d_name) == checkpoint_dir("", step).substr(1))
-            steps.push_back(step);
-    }
-    closedir(d);
-    std::sort(steps.rbegin(), steps.rend());
-    return steps;
-}
-
-// The names of every entry of output_dir a save made: checkpoint_<step>[.tmp|.old].
-inline std::vector<std::string> checkpoint_entries(const std::string& output_dir) {
-    std::vector<std::string> names;
-    DIR* d = opendir(output_dir.c_str());
-    if (!d) return names;
-    while (dirent* e = readdir(d)) {
-        int step, used = 0;
-        if (sscanf(e->d_name, "checkpoint_%d%n", &step, &used) != 1 || step < 0) continue;
-        std::string name = e->d_name, rest = name.substr((size_t)used);
-        if (name.substr(0, used) == checkpoint_dir("", step).substr(1) && (rest.empty() || rest == ".tmp" || rest == ".old"))
-            names.push_back(name);
-    }
-    closedir(d);
-    std::sort(names.begin(), names.end());
-    return names;
-}
-
-// rm -rf path (a checkpoint's directory: plain files, one level)
-inline void remove_tree(const std::string& path) {
-    DIR* d = opendir(path.c_str());
-    if (!d) {
-        unlink(path.c_str());
-        return;
-    }
-    while (dirent* e = readdir(d)) {
-        std::string name = e->d_name;
-        if (name == "." || name == "..") continue;
-        std::string child = path + "/" + name;
-        struct stat st;
-        if (lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
-        else unlink(child.c_str());
-    }
-    closedir(d);
-    CHECK(rmdir(path.c_str()) == 0 || errno == ENOENT, "cannot remove %s: %s", path.c_str(), strerror(errno));
-}
-
-// Makes the renames inside a directory durable.
-inline void sync_dir(const std::string& path) {
-    int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    fsync(fd);
-    close(fd);
-}
-
-// The checkpoint's manifest, read and parsed; false with why if it is absent or bad.
-inline bool read_manifest(const std::string& dir, CheckpointManifest& m, std::string& why) {
-    std::string path = dir + "/" + MANIFEST_NAME;
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return why = "it has no MANIFEST (an incomplete save, or written by an older version)", false;
-    std::string text;
-    char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof(buf), f)) > 0 && text.size() <= MANIFEST_MAX_BYTES) text.append(buf, got);
-    fclose(f);
-    return parse_manifest(text, m, why);
-}
-
-// The highest step whose directory holds a manifest (not yet verified), or -1.
-inline int latest_checkpoint(const std::string& output_dir) {
-    for (int step : checkpoint_steps(output_dir)) {
-        CheckpointManifest m;
-        std::string why;
-        if (read_manifest(checkpoint_dir(output_dir, step), m, why)) return step;
-    }
-    return -1;
-}
-
-// Checks every file of checkpoint `dir` (of step `step`) against its manifest:
-// present, of the listed size and checksum, and the files a checkpoint of its
-// world must hold all listed. False with a one-line why.
-inline bool verify_checkpoint(const std::string& dir, int step, CheckpointManifest& m, std::string& why) {
-    if (!read_manifest(dir, m, why)) return false;
-    if (m.id.step != step) return why = "its manifest is of step " + std::to_string(m.id.step), false;
-    std::vector<std::string> needed = {"model.bin", "state.bin"};
-    for (int r = 0; r < m.id.world; r++) needed.push_back(optim_file("", r).substr(1));
-    for (const std::string& n : needed)
-        if (!m.find(n)) return why = "its manifest does not list " + n, false;
-    for (const ManifestFile& f : m.files) {
-        uint64_t size = 0, hash = 0;
-        if (!hash_file(dir + "/" + f.name, size, hash)) return why = f.name + " is missing or unreadable", false;
-        char msg[256];
-        if (size != f.size) {
-            snprintf(msg, sizeof(msg), "%s has %" PRIu64 " bytes, its manifest says %" PRIu64, f.name.c_str(), size,
-                     f.size);
-            return why = msg, false;
-        }
-        if (hash != f.hash) return why = f.name + " does not match its checksum (the file was changed or damaged)", false;
-    }
-    return true;
-}
-
-// The newest checkpoint in output_dir that verifies, printing one line for each
-// newer one skipped and why; -1 if there is none at all. Checkpoints that exist
-// but none of which verifies are an error: nothing is silently started afresh.
-inline int select_checkpoint(const std::string& output_dir, bool print) {
-    std::vector<int> steps = checkpoint_steps(output_dir);
-    std::string first_why;
-    for (int step : steps) {
-        CheckpointManifest m;
-        std::string why, dir = checkpoint_dir(output_dir, step);
-        if (verify_checkpoint(dir, step, m, why)) return step;
-        if (first_why.empty()) first_why = dir + ": " + why;
-        if (print) printf("note: not resuming from %s: %s\n", dir.c_str(), why.c_str());
-    }
-    if (!steps.empty())
-        fail("no checkpoint in %s verifies (%s); pass --overwrite 1 instead of -y 1 to start afresh",
-             output_dir.c_str(), first_why.c_str());
-    return -1;
-}
 
 // What identifies the model and run a checkpoint belongs to, in both file kinds.
 struct CkptHeader {
@@ -336,64 +191,6 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
             }
     }
     for (FILE* f : files) fclose(f);
-}
-
-// A rank's note of its optimizer file's size and checksum, for rank 0's manifest
-// (the ranks may be processes on other hosts: a file in the shared directory is
-// what they have in common).
-inline std::string checksum_note(const std::string& staging, int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/optim_rank%05d.sum", rank);
-    return staging + name;
-}
-inline void write_checksum_note(const std::string& staging, int rank) {
-    std::string path = optim_file(staging, rank);
-    uint64_t size = 0, hash = 0;
-    CHECK(hash_file(path, size, hash), "cannot read back %s: %s", path.c_str(), strerror(errno));
-    char line[64];
-    int n = snprintf(line, sizeof(line), "%" PRIu64 " %016" PRIx64 "\n", size, hash);
-    AtomicFile f(checksum_note(staging, rank));
-    f.write(line, (size_t)n);
-    f.commit();
-}
-
-// Rank 0, once every rank's files are in the staging directory: the manifest,
-// then the rename that publishes the checkpoint as a whole.
-inline void publish_checkpoint(const std::string& staging, const std::string& final_dir, const CheckpointIdentity& id) {
-    CheckpointManifest m;
-    m.id = id;
-    for (const char* name : {"model.bin", "state.bin"}) {
-        ManifestFile f{name, 0, 0};
-        CHECK(hash_file(staging + "/" + name, f.size, f.hash), "cannot read back %s/%s", staging.c_str(), name);
-        m.files.push_back(f);
-    }
-    for (int r = 0; r < id.world; r++) {
-        std::string note = checksum_note(staging, r);
-        FILE* f = open_file(note, "rb");
-        ManifestFile mf{optim_file("", r).substr(1), 0, 0};
-        unsigned long long size = 0, hash = 0;
-        CHECK(fscanf(f, "%llu %llx", &size, &hash) == 2, "%s is malformed", note.c_str());
-        fclose(f);
-        mf.size = size, mf.hash = hash;
-        m.files.push_back(mf);
-        unlink(note.c_str());
-    }
-    std::string text = m.to_text();
-    AtomicFile f(staging + "/" + MANIFEST_NAME);
-    f.write(text.data(), text.size());
-    f.commit();
-    sync_dir(staging);
-    // a checkpoint of this step already there (a resume re-ran past it) is set
-    // aside, replaced, then deleted: at no moment does checkpoint_<s>/ hold a mix
-    std::string old = final_dir + ".old";
-    if (file_exists(final_dir)) {
-        remove_tree(old);
-        CHECK(rename(final_dir.c_str(), old.c_str()) == 0, "cannot rename %s: %s", final_dir.c_str(), strerror(errno));
-    }
-    CHECK(rename(staging.c_str(), final_dir.c_str()) == 0, "cannot rename %s to %s: %s", staging.c_str(),
-          final_dir.c_str(), strerror(errno));
-    sync_dir(final_dir.substr(0, final_dir.rfind('/')));
-    remove_tree(old);
 }
 
 // One plain fp32 llm.c model file (<dir>/model_fp32.bin) from the fp32 master
@@ -560,30 +357,4 @@ std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero
     zero.adam_t = rs.adam_t;
     zero.refresh_params_from_master();
     return dir;
-}
-
-// Before a run writes into output_dir: a directory that already holds
-// checkpoints belongs to another run unless this one resumes it (-y 1), and is
-// only written into with --overwrite 1, which deletes them first so no later
-// resume can pick up the older run's steps. Rank 0 of the job calls this.
-inline void claim_output_dir(const std::string& output_dir, bool resume, bool overwrite) {
-    if (output_dir.empty()) return;
-    std::vector<std::string> entries = checkpoint_entries(output_dir);
-    if (entries.empty()) return;
-    if (overwrite) {
-        for (const std::string& e : entries) remove_tree(output_dir + "/" + e);
-        printf("--overwrite 1: deleted %zu checkpoint entr%s of an earlier run in %s\n", entries.size(),
-               entries.size() == 1 ? "y" : "ies", output_dir.c_str());
-        return;
-    }
-    if (resume) {  // keep the checkpoints; only clear what killed saves left
-        for (const std::string& e : entries)
-            if (e.size() > 4 && (e.compare(e.size() - 4, 4, ".tmp") == 0 || e.compare(e.size() - 4, 4, ".old") == 0))
-                remove_tree(output_dir + "/" + e);
-        return;
-    }
-    int latest = latest_checkpoint(output_dir);
-    fail("%s already holds checkpoints of a run (%s%s): resume it with -y 1, or pass --overwrite 1 to delete them "
-         "and start afresh",
-         output_dir.c_str(), latest >= 0 ? "the latest of step " : "", latest >= 0 ? std::to_string(latest).c_str() : "incomplete ones");
 }
