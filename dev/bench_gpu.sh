@@ -97,8 +97,8 @@ sanitize)
     need_build
     make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
     for tool in memcheck racecheck; do
-        progs="encoder layernorm gelu classifier adamw reduce attention matmul"
-        [ $tool = racecheck ] && progs="encoder layernorm classifier adamw reduce attention"  # the kernels with shared memory
+        progs="encoder layernorm gelu classifier adamw reduce vocab_parallel attention matmul"
+        [ $tool = racecheck ] && progs="encoder layernorm classifier adamw reduce vocab_parallel attention"  # the kernels with shared memory
         for p in $progs; do
             limit=${SANITIZE_TIMEOUT:-40}
             [ $p = attention ] && limit=$((limit * 4))  # racecheck of attention took more than 30 s on an H100
@@ -116,7 +116,7 @@ sanitize)
 kernels)
     section "kernels: the workbench timed"
     make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
-    (cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce attention; do
+    (cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce vocab_parallel attention; do
         echo "=== $p"; timeout 120 ./$p 2>&1; done) >"$OUT/kernels.log"
     grep -E "===|FAIL|GB/s|TF/s|copy|warm" "$OUT/kernels.log" | head -n 80
     grep -E "of copy|% of" "$OUT/kernels.log" | while read -r line; do row "kernel" "$line"; done

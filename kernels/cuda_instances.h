@@ -37,6 +37,18 @@
 #define ZERO_CLASSIFIER_INSTANCE(P, T)                                                                            \
     P template void fused_classifier_cuda<T>(const KernelCtx&, T*, float*, const int*, int, int, int, float);
 
+#define ZERO_VOCAB_PARALLEL_INSTANCE(P, T)                                                                        \
+    P template void encoder_forward_vocab_cuda<T>(const KernelCtx&, T*, const int*, const T*, const T*, int, int, \
+                                                  int, int, int, bool);                                          \
+    P template void encoder_backward_vocab_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, int, int, int,  \
+                                                   int, int);                                                    \
+    P template void vocab_parallel_local_stats_cuda<T>(const KernelCtx&, float*, float*, const T*, const int*, int, \
+                                                       int, int, int);                                           \
+    P template void vocab_parallel_sum_exp_cuda<T>(const KernelCtx&, float*, float*, const float*, const T*, int,  \
+                                                   int, int, int, int);                                          \
+    P template void vocab_parallel_finish_cuda<T>(const KernelCtx&, T*, float*, const int*, const float*,          \
+                                                  const float*, const float*, int, int, int, int, float);
+
 #define ZERO_OPTIMIZER_INSTANCE(P, T)                                                                             \
     P template void adamw_cuda<T, T>(const KernelCtx&, float*, float*, float*, const T*, T*, size_t,              \
                                      const AdamWStep&, size_t);                                                  \

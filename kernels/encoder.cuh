@@ -66,8 +66,8 @@ void encoder_forward_cuda(const KernelCtx& ctx, T* out, const int* tokens, const
 // backward
 
 // The bucket description in ctx.workspace (ints):
-//   order[BT]                 positions b*T+t sorted by (token, position)
-//   runs[3*R]                 (token, begin, end) per distinct token: order[begin, end) are its positions;
+//   order[n]                  the n positions b*T+t whose token is in range, sorted by (row, position)
+//   runs[3*R]                 (row, begin, end) per distinct token: order[begin, end) are its positions;
 //                             runs sorted by length, longest first, so that the
 //                             longest serial sums are scheduled first
 constexpr size_t encoder_backward_workspace_ints(size_t BT) { return 4 * BT + 4; }
@@ -193,24 +193,34 @@ struct EncoderStaging {
     }
 };
 
+// The host part of the backward, over the positions whose token lies in
+// [v0, v0 + Vl) (every position when Vl < 0): dwte's rows are token - v0, so a
+// rank of a tensor group passes its own rows of wte (the vocabulary-parallel
+// embedding, kernels/vocab_parallel.cuh). Positions outside the range add
+// nothing to dwte; dwpe gets every position.
 template <typename T>
-void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens,
-                           const int* tokens_host, int B, int T_, int C) {
-    (void)tokens;  // the device copy is not needed: the buckets are built from tokens_host
+void encoder_backward_range_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens_host, int B,
+                                 int T_, int C, int v0, int Vl) {
     const int BT = B * T_;
     if (BT == 0) return;
     const size_t ints = encoder_backward_workspace_ints((size_t)BT);
     int* dev_buf = (int*)workspace_take(ctx, ints * sizeof(int), "encoder_backward");
 
-    // bucket positions by token on the host: sort (token, position) keys
-    std::vector<uint64_t> keys(BT);
-    for (int i = 0; i < BT; i++) keys[i] = ((uint64_t)(uint32_t)tokens_host[i] << 32) | (uint32_t)i;
+    // bucket positions by token on the host: sort (row, position) keys
+    std::vector<uint64_t> keys;
+    keys.reserve(BT);
+    for (int i = 0; i < BT; i++) {
+        const int tok = tokens_host[i];
+        if (Vl >= 0 && (tok < v0 || tok >= v0 + Vl)) continue;
+        keys.push_back(((uint64_t)(uint32_t)(tok - (Vl >= 0 ? v0 : 0)) << 32) | (uint32_t)i);
+    }
     std::sort(keys.begin(), keys.end());
+    const int n = (int)keys.size();
     struct Run {
         int token, begin, end;
     };
     std::vector<Run> runs;
-    for (int i = 0; i < BT; i++) {
+    for (int i = 0; i < n; i++) {
         int tok = (int)(keys[i] >> 32);
         if (runs.empty() || runs.back().token != tok) runs.push_back({tok, i, i});
         runs.back().end = i + 1;
@@ -221,15 +231,15 @@ void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout
 
     thread_local EncoderStaging staging;
     int* h = staging.acquire(ints);
-    for (int i = 0; i < BT; i++) h[i] = (int)(uint32_t)keys[i];
-    int* h_runs = h + BT;
+    for (int i = 0; i < n; i++) h[i] = (int)(uint32_t)keys[i];
+    int* h_runs = h + n;
     for (int r = 0; r < R; r++) {
         h_runs[3 * r] = runs[r].token;
         h_runs[3 * r + 1] = runs[r].begin;
         h_runs[3 * r + 2] = runs[r].end;
     }
-    const size_t used = (size_t)BT + 3 * (size_t)R;
-    cudaCheck(cudaMemcpyAsync(dev_buf, h, used * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+    const size_t used = (size_t)n + 3 * (size_t)R;
+    if (used > 0) cudaCheck(cudaMemcpyAsync(dev_buf, h, used * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
     cudaCheck(cudaEventRecord(staging.copied, ctx.stream));
 
     const int block = 128;  // 4 warps, one work item each
@@ -240,10 +250,17 @@ void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout
     const unsigned grid = (unsigned)cdiv(warps * 32, (long long)block);
     if (vec) {
         encoder_backward_kernel<T, true>
-            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + BT, R, B, T_, C);
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C);
     } else {
         encoder_backward_kernel<T, false>
-            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + BT, R, B, T_, C);
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C);
     }
     cudaLaunchCheck();
+}
+
+template <typename T>
+void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens,
+                           const int* tokens_host, int B, int T_, int C) {
+    (void)tokens;  // the device copy is not needed: the buckets are built from tokens_host
+    encoder_backward_range_cuda(ctx, dwte, dwpe, dout, tokens_host, B, T_, C, 0, -1);
 }

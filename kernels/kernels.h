@@ -29,6 +29,7 @@
 #include "kernels/layernorm.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/reduce.cuh"
+#include "kernels/vocab_parallel.cuh"
 // compiled once each, in kernels/instances/*.cu: here only declared
 #include "kernels/cuda_instances.h"
 ZERO_FOR_EACH_DTYPE(ZERO_ENCODER_INSTANCE, extern)
@@ -36,6 +37,7 @@ ZERO_FOR_EACH_DTYPE(ZERO_LAYERNORM_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_MATMUL_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_ATTENTION_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_CLASSIFIER_INSTANCE, extern)
+ZERO_FOR_EACH_DTYPE(ZERO_VOCAB_PARALLEL_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 #define ZERO_DISPATCH(cuda_call, cpu_call) cuda_call
 #else
@@ -143,20 +145,14 @@ void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* loss
 }
 
 // --- the vocabulary-parallel embedding and cross-entropy (tensor parallelism) --
-// A rank holds Vl padded-vocabulary rows of wte from row v0 (kernels/cpu/vocab_parallel.h).
-// Tensor parallelism runs in the CPU build; the CUDA build refuses --tp > 1
-// before any of these could be reached (zero/run/run_setup.h).
-#ifdef ZERO_CUDA
-[[noreturn]] inline void no_cuda_tensor_parallel(const char* kernel) {
-    fail("%s: tensor parallelism runs in the CPU build only", kernel);
-}
-#endif
+// A rank holds Vl padded-vocabulary rows of wte from row v0 (kernels/cpu/vocab_parallel.h,
+// kernels/vocab_parallel.cuh).
 
 template <typename T>
 void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* tokens /* (B,T) */,
                            const T* wte_local /* (Vl,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C,
                            int v0, int Vl, bool add_wpe) {
-    ZERO_DISPATCH(no_cuda_tensor_parallel("encoder_forward_vocab"),
+    ZERO_DISPATCH(encoder_forward_vocab_cuda(ctx, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe),
                   encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
     (void)ctx;
 }
@@ -167,7 +163,7 @@ template <typename T>
 void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T* dwpe /* (maxT,C) */,
                             const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0,
                             int Vl) {
-    ZERO_DISPATCH(no_cuda_tensor_parallel("encoder_backward_vocab"),
+    ZERO_DISPATCH(encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl),
                   encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl));
     (void)ctx;
 }
@@ -175,7 +171,7 @@ void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T*
 template <typename T>
 void vocab_parallel_local_stats(const KernelCtx& ctx, float* row_max, float* target_logit /* (BT) */,
                                 const T* logits /* (BT,Vl) */, const int* targets, int BT, int Vl, int v0, int V) {
-    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_local_stats"),
+    ZERO_DISPATCH(vocab_parallel_local_stats_cuda(ctx, row_max, target_logit, logits, targets, BT, Vl, v0, V),
                   vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
     (void)ctx;
 }
@@ -184,7 +180,7 @@ template <typename T>
 void vocab_parallel_sum_exp(const KernelCtx& ctx, float* global_max, float* sum_exp /* (BT) */,
                             const float* gathered_max /* (t,BT) */, const T* logits /* (BT,Vl) */, int t, int BT,
                             int Vl, int v0, int V) {
-    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_sum_exp"),
+    ZERO_DISPATCH(vocab_parallel_sum_exp_cuda(ctx, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V),
                   vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
     (void)ctx;
 }
@@ -193,7 +189,8 @@ template <typename T>
 void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float* losses, const int* targets,
                            const float* global_max, const float* sum_exp, const float* target_logit /* (BT) */,
                            int BT, int Vl, int v0, int V, float dloss) {
-    ZERO_DISPATCH(no_cuda_tensor_parallel("vocab_parallel_finish"),
+    ZERO_DISPATCH(vocab_parallel_finish_cuda(ctx, logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl,
+                                             v0, V, dloss),
                   vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl, v0,
                                             V, dloss));
     (void)ctx;

@@ -8,7 +8,10 @@
 #      build's losses (fp32, 1e-5);
 #   3. fp16 from an absurd loss scale (2^40): the gradients overflow, the first
 #      steps are skipped on every rank, the scale halves after the hysteresis,
-#      training then goes on, and every parameter stays finite.
+#      training then goes on, and every parameter stays finite;
+#   4. tensor parallelism (--tp 2 and 4, x 1-2 data-parallel ranks, stages 0
+#      and 3, with and without --sp) emulated on the GPU gives the CPU build's
+#      losses for the same grid (fp32, 1e-5; bf16 within 1e-2 of them).
 #
 #   test/run_gpu_train_tests.sh [REPO_ROOT]
 set -u
@@ -83,4 +86,25 @@ grep "| scale" "$WORK/fp16.out" | tail -n 1 | grep -qv skipped || fail "training
 if od -A n -t f4 -j 1024 -v "$WORK/fp16/checkpoint_00000040/model_fp32.bin" | grep -qiE 'inf|nan'; then
     fail "inf/NaN reached the master weights"
 fi
+echo "== 4. tensor parallelism emulated on the GPU"
+for t in 2 4; do
+    for d in 1 2; do
+        for z in 0 3; do
+            for sp in 0 1; do
+                grid=(-z "$z" --ranks $((t * d)) --tp "$t" --sp "$sp" -b $((8 / d)))
+                name="tp${t}_d${d}_z${z}_sp${sp}"
+                run "gpu_$name" "$GPU" "${grid[@]}" -p fp32
+                run "cpu_$name" "$CPU" "${grid[@]}" -p fp32
+                printf "%s fp32: " "$name"
+                compare "$WORK/gpu_$name/main.log" "$WORK/cpu_$name/main.log" 1e-5 ||
+                    fail "--tp $t x $d, stage $z, --sp $sp: GPU and CPU differ"
+                run "gpu_${name}_bf16" "$GPU" "${grid[@]}" -p bf16
+                printf "%s bf16: " "$name"
+                compare "$WORK/gpu_${name}_bf16/main.log" "$WORK/cpu_$name/main.log" 1e-2 ||
+                    fail "--tp $t x $d, stage $z, --sp $sp: bf16 on the GPU is too far from fp32"
+            done
+        done
+    done
+done
+
 echo "all GPU training checks passed"

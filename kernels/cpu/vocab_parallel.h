@@ -11,6 +11,29 @@
 
 #include "zero/base/dtype.h"
 
+// The per-element math, shared with the CUDA kernels (kernels/vocab_parallel.cuh),
+// so both builds compute the same expressions.
+
+// Columns of real tokens among this rank's Vl (global columns [v0, v0+Vl) below V).
+HD int vocab_real_columns(int V, int v0, int Vl) { return V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl; }
+
+// One output element of the embedding: the token's row if this rank holds it,
+// plus the position's row when add_wpe; fp32, rounded once by the caller.
+HD float encoder_vocab_value(bool mine, float wte_x, bool add_wpe, float wpe_x) {
+    return (mine ? wte_x : 0.0f) + (add_wpe ? wpe_x : 0.0f);
+}
+
+// One dlogit of a real column: (softmax - onehot) * dloss, with
+// scale = dloss / sum_exp over the group.
+HD float vocab_parallel_dlogit(float x, float global_max, float scale, bool is_target, float dloss) {
+    return expf(x - global_max) * scale - (is_target ? dloss : 0.0f);
+}
+
+// A row's loss: log-sum-exp over the group minus the target's logit.
+HD float vocab_parallel_loss(float global_max, float sum_exp, float target_logit) {
+    return global_max + logf(sum_exp) - target_logit;
+}
+
 // out[b,t,:] = wte_local[tokens[b,t] - v0,:] when this rank holds the token,
 // else 0; plus wpe[t,:] when add_wpe. Summed over the group, every position
 // gets its token's row once and its position's row once (add_wpe on one rank).
@@ -28,7 +51,7 @@ void encoder_forward_vocab_cpu(T* out,              // (B, T, C)
         const T* wp = wpe + (size_t)(bt % T_) * C;
         T* o = out + (size_t)bt * C;
         for (int c = 0; c < C; c++)
-            o[c] = from_float<T>((mine ? to_float(wt[c]) : 0.0f) + (add_wpe ? to_float(wp[c]) : 0.0f));
+            o[c] = from_float<T>(encoder_vocab_value(mine, to_float(wt[c]), add_wpe, to_float(wp[c])));
     }
 }
 
@@ -41,7 +64,7 @@ void vocab_parallel_local_stats_cpu(float* row_max,       // (BT)
                                     const T* logits,      // (BT, Vl)
                                     const int* targets,   // (BT)
                                     int BT, int Vl, int v0, int V) {
-    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;  // columns of real tokens here
+    int real = vocab_real_columns(V, v0, Vl);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < BT; i++) {
         const T* row = logits + (size_t)i * Vl;
@@ -61,7 +84,7 @@ void vocab_parallel_sum_exp_cpu(float* global_max,        // (BT)
                                 const float* gathered,    // (t, BT)
                                 const T* logits,          // (BT, Vl)
                                 int t, int BT, int Vl, int v0, int V) {
-    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    int real = vocab_real_columns(V, v0, Vl);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < BT; i++) {
         float m = -INFINITY;
@@ -85,17 +108,17 @@ void vocab_parallel_finish_cpu(T* logits,                  // (BT, Vl): in logit
                                const float* sum_exp,       // (BT): over the group
                                const float* target_logit,  // (BT): over the group
                                int BT, int Vl, int v0, int V, float dloss) {
-    int real = V - v0 < Vl ? (V - v0 > 0 ? V - v0 : 0) : Vl;
+    int real = vocab_real_columns(V, v0, Vl);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < BT; i++) {
         float m = global_max[i], sum = sum_exp[i];
-        losses[i] = m + logf(sum) - target_logit[i];
+        losses[i] = vocab_parallel_loss(m, sum, target_logit[i]);
         if (dloss == 0.0f) continue;
         T* row = logits + (size_t)i * Vl;
         float scale = dloss / sum;
         int tv = targets[i] - v0;
         for (int v = 0; v < real; v++)
-            row[v] = from_float<T>(expf(to_float(row[v]) - m) * scale - (v == tv ? dloss : 0.0f));
+            row[v] = from_float<T>(vocab_parallel_dlogit(to_float(row[v]), m, scale, v == tv, dloss));
         for (int v = real; v < Vl; v++) row[v] = from_float<T>(0.0f);
     }
 }

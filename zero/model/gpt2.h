@@ -337,15 +337,25 @@ struct GPT2 {
     int vocab_local() const { return cfg.padded_vocab_size / tp; }
 
     // Logits of position t of row 0 of the last forward, as fp32 on the host
-    // (with tensor parallelism every rank of the group calls it: the row's
-    // columns are all-gathered).
+    // (with tensor parallelism every rank of the group calls it). Collectives
+    // move device memory only, and no device buffer holds a whole row, so the
+    // row's columns travel one rank's slice at a time through the slice's
+    // place in the logits: rank k puts its own slice there and broadcasts it
+    // (the others receive it over theirs and read it back); in the end every
+    // rank puts its own slice back.
     std::vector<float> logits_at(int t) {
         std::vector<T> row(cfg.padded_vocab_size);
         if (tensor) {
-            std::vector<T> mine(vocab_local());
-            zero.copy_to_host(mine.data(), acts.logits + (size_t)t * vocab_local(), vocab_local() * sizeof(T));
-            tensor->all_gather(mine.data(), row.data(), vocab_local(), dtype_of<T>::value, ctx.stream);
-            stream_sync(ctx.stream);
+            const size_t n = vocab_local(), bytes = n * sizeof(T);
+            T* slice = acts.logits + (size_t)t * n;  // (Vp/t) on the device
+            T* mine = row.data() + (size_t)tp_rank * n;
+            zero.copy_to_host(mine, slice, bytes);
+            for (int k = 0; k < tp; k++) {
+                if (k == tp_rank) zero.copy_to_device(slice, mine, bytes);
+                tensor->broadcast(slice, bytes, k, ctx.stream);
+                if (k != tp_rank) zero.copy_to_host(row.data() + (size_t)k * n, slice, bytes);
+            }
+            zero.copy_to_device(slice, mine, bytes);
         } else {
             zero.copy_to_host(row.data(), acts.logits + (size_t)t * cfg.padded_vocab_size,
                               cfg.vocab_size * sizeof(T));

@@ -161,11 +161,14 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     r.tp = o.tp;
     r.dp = r.world / o.tp;
     if (r.tp > 1) {
-#ifdef ZERO_CUDA
-        fail("--tp %d: tensor parallelism runs in the CPU build only (train_gpt2_zero_cpu); use --tp 1 here", r.tp);
-#endif
         std::string tp_err = tensor_parallel_error(r.cfg, r.tp);
         CHECK(tp_err.empty(), "%s", tp_err.c_str());
+#ifdef ZERO_CUDA
+        // Until a run on a GPU has checked the CUDA build's tensor parallelism
+        // against the CPU build (test/run_gpu_train_tests.sh), say so.
+        if (r.launch.rank == 0)
+            fprintf(stderr, "note: tensor parallelism on the CUDA build has not yet run on a GPU\n");
+#endif
     }
     CHECK(o.sp == 0 || o.sp == 1, "--sp must be 0 or 1 (got %d)", o.sp);
     r.sp = o.sp == 1;
