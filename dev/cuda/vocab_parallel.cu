@@ -101,9 +101,10 @@ void test_cross_entropy(Bench& b, int BT, int V, int Vp, int t, bool timed) {
     // each rank's (BT, Vl) columns
     std::vector<std::vector<T>> local(t, std::vector<T>((size_t)BT * Vl));
     for (int p = 0; p < t; p++)
-        for (int i = 0; i < BT; i++)
-            std::copy(full.begin() + (size_t)i * Vp + (size_t)p * Vl, full.begin() + (size_t)i * Vp + (size_t)(p + 1) * Vl,
-                      local[p].begin() + (size_t)i * Vl);
+        for (int i = 0; i < BT; i++) {
+            auto row = full.begin() + (size_t)i * Vp + (size_t)p * Vl;
+            std::copy(row, row + Vl, local[p].begin() + (size_t)i * Vl);
+        }
 
     DevBuf<int> d_targets(targets);
     std::vector<std::unique_ptr<DevBuf<T>>> d_logits;
