@@ -58,21 +58,24 @@ int main(int argc, char** argv) {
 
     // samples: with sequence parallelism the prompt is padded to a multiple of t,
     // which causal attention keeps out of the logits read; the tokens drawn are
-    // those of the same grid without it (whose forward has the same bits)
-    auto sample_of = [&](int sp) {
+    // those of the same grid without it (whose forward has the same bits), and
+    // those of one rank (the row's logits put together from the t ranks' slices)
+    auto sample_of = [&](int tp, int sp) {
         TrainerRun run = base;
-        run.ranks = 4;
+        run.ranks = tp;
         run.micro_batch = 2;
         run.steps = 2;
         run.sample_every = 1;
-        run.extra += " --tp 4 -g 13 --sp " + std::to_string(sp);
+        run.extra += " --tp " + std::to_string(tp) + " -g 13 --sp " + std::to_string(sp);
         RunResult r = run.run();
         size_t at = r.output.find("sample: ");
         return at == std::string::npos ? std::string() : r.output.substr(at, r.output.find('\n', at) - at);
     };
-    std::string plain = sample_of(0), sequence_parallel = sample_of(1);
+    std::string plain = sample_of(4, 0), sequence_parallel = sample_of(4, 1), one_rank = sample_of(1, 0);
     EXPECT(!plain.empty() && plain == sequence_parallel, "samples differ:\n  %s\n  %s", plain.c_str(),
            sequence_parallel.c_str());
+    EXPECT(!one_rank.empty() && plain == one_rank, "--tp 4 samples differ from one rank's:\n  %s\n  %s",
+           plain.c_str(), one_rank.c_str());
 
     // starting from a model file: each tensor rank cuts its part from the full tensors
     TrainerRun writer = base;
