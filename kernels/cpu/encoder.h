@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <climits>
 #include <vector>
 
 #include "zero/base/dtype.h"
@@ -24,24 +25,29 @@ void encoder_forward_cpu(T* out,             // (B, T, C)
     }
 }
 
-// dwte[v,:] += sum of dout[b,t,:] over positions with token v (in (b,t) order)
+// dwte[v - v0,:] += sum of dout[b,t,:] over positions with token v (in (b,t) order),
+//                   for the tokens v in [v0, v0 + Vl) (every token by default;
+//                   a tensor-parallel rank passes its vocabulary rows)
 // dwpe[t,:] += sum over b of dout[b,t,:]
 // Deterministic: each row of dwte/dwpe is owned by one thread and summed in a
 // fixed order in fp32, then rounded once. No atomics.
 template <typename T>
-void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp, C), (maxT, C): accumulated into
+void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp or Vl, C), (maxT, C): accumulated into
                           const T* dout,       // (B, T, C)
                           const int* tokens,   // (B, T)
-                          int B, int T_, int C) {
+                          int B, int T_, int C, int v0 = 0, int Vl = INT_MAX) {
     int BT = B * T_;
-    // positions sorted by token, stable so each token's positions stay in (b,t) order
-    std::vector<int> order(BT);
-    for (int i = 0; i < BT; i++) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
-    std::vector<int> run_start;  // start of each run of equal tokens in `order`
+    // the positions of the tokens in range, sorted by token, stable so each
+    // token's positions stay in (b,t) order
+    std::vector<int> order;
     for (int i = 0; i < BT; i++)
+        if (tokens[i] >= v0 && tokens[i] - v0 < Vl) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
+    const int n = (int)order.size();
+    std::vector<int> run_start;  // start of each run of equal tokens in `order`
+    for (int i = 0; i < n; i++)
         if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) run_start.push_back(i);
-    run_start.push_back(BT);
+    run_start.push_back(n);
     int runs = (int)run_start.size() - 1;
 
 #pragma omp parallel
@@ -49,7 +55,7 @@ void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp, C), (maxT, C): accumulate
         std::vector<float> acc(C);
 #pragma omp for schedule(static)
         for (int r = 0; r < runs; r++) {
-            T* row = dwte + (size_t)tokens[order[run_start[r]]] * C;
+            T* row = dwte + (size_t)(tokens[order[run_start[r]]] - v0) * C;
             for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
             for (int i = run_start[r]; i < run_start[r + 1]; i++) {
                 const T* d = dout + (size_t)order[i] * C;

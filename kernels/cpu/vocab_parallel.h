@@ -9,6 +9,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/encoder.h"
 #include "zero/base/dtype.h"
 
 // The per-element math, shared with the CUDA kernels (kernels/vocab_parallel.cuh),
@@ -125,46 +126,11 @@ void vocab_parallel_finish_cpu(T* logits,                  // (BT, Vl): in logit
 
 // dwte_local[tokens[b,t] - v0,:] += dout[b,t,:] for the tokens this rank holds,
 // dwpe[t,:] += sum over b of dout[b,t,:] (replicated: dout is the same on every
-// rank of the group); encoder_backward_cpu's order (each row summed in (b,t)
-// order in fp32, rounded once, one thread per row).
+// rank of the group): encoder_backward_cpu restricted to this rank's rows.
 template <typename T>
 void encoder_backward_vocab_cpu(T* dwte_local, T* dwpe,  // (Vl, C), (maxT, C): accumulated into
                                 const T* dout,      // (B, T, C)
                                 const int* tokens,  // (B, T)
                                 int B, int T_, int C, int v0, int Vl) {
-    int BT = B * T_;
-    std::vector<int> order;  // positions whose token this rank holds, stably sorted by token
-    for (int i = 0; i < BT; i++)
-        if (tokens[i] >= v0 && tokens[i] < v0 + Vl) order.push_back(i);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return tokens[a] < tokens[b]; });
-    int n = (int)order.size();
-    std::vector<int> run_start;
-    for (int i = 0; i < n; i++)
-        if (i == 0 || tokens[order[i]] != tokens[order[i - 1]]) run_start.push_back(i);
-    run_start.push_back(n);
-    int runs = (int)run_start.size() - 1;
-#pragma omp parallel
-    {
-        std::vector<float> acc(C);
-#pragma omp for schedule(static)
-        for (int r = 0; r < runs; r++) {
-            T* row = dwte_local + (size_t)(tokens[order[run_start[r]]] - v0) * C;
-            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
-            for (int i = run_start[r]; i < run_start[r + 1]; i++) {
-                const T* d = dout + (size_t)order[i] * C;
-                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
-            }
-            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
-        }
-#pragma omp for schedule(static)
-        for (int t = 0; t < T_; t++) {
-            T* row = dwpe + (size_t)t * C;
-            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
-            for (int b = 0; b < B; b++) {
-                const T* d = dout + ((size_t)b * T_ + t) * C;
-                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
-            }
-            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
-        }
-    }
+    encoder_backward_cpu(dwte_local, dwpe, dout, tokens, B, T_, C, v0, Vl);
 }
