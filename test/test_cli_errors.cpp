@@ -18,8 +18,7 @@
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     const std::string dir = "cli_errors";
-    run_command("rm -rf " + dir);
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
     base.model = TINY;
     base.train = dir + "/train.bin";

@@ -67,8 +67,7 @@ std::vector<float> our_logits(const std::string& model, const std::vector<int>& 
 
 void test_export_and_back(const std::string& trainer, const std::string& script) {
     const std::string dir = "hf";
-    run_command("rm -rf " + dir);  // a rerun must not find the last run's checkpoints
-    make_dir(dir);
+    fresh_dir(dir);
     const int B = 2, T = 64;
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 5);
 
@@ -111,18 +110,8 @@ void test_export_and_back(const std::string& trainer, const std::string& script)
         printf("note: PyTorch is not installed: the export's logits are not checked\n");
         return;
     }
-    DataLoader loader;
-    loader.init(dir + "/train.bin", B, T, 0, 1, false, 0);
-    loader.next_batch();
-    std::vector<int> inputs(loader.inputs, loader.inputs + B * T), targets(loader.targets, loader.targets + B * T);
-    {
-        FILE* f = open_file(dir + "/tokens.bin", "wb");
-        int shape[2] = {B, T};
-        fwrite(shape, sizeof(int), 2, f);
-        fwrite(inputs.data(), sizeof(int), B * T, f);
-        fwrite(targets.data(), sizeof(int), B * T, f);
-        fclose(f);
-    }
+    std::vector<int> inputs, targets;
+    first_batch(dir + "/train.bin", B, T, dir + "/tokens.bin", inputs, targets);
     const std::vector<float> ours = our_logits(model, inputs, targets, B, T);
     CommandResult ref = run_command(reference_python() + " " + script + " " + dir + "/export " + dir + "/tokens.bin " +
                                     dir + "/ref_logits.bin");

@@ -62,8 +62,7 @@ static bool run_and_kill(const std::string& command, const std::string& log, int
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     const std::string dir = "killed_runs";
-    run_command("rm -rf " + dir);
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 30000, 11);
     base.model = TINY;
     base.train = dir + "/train.bin";

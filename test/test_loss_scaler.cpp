@@ -44,8 +44,7 @@ int main(int argc, char** argv) {
 
     // --- the trainer, fp16, gradients that really overflow
     std::string dir = "loss_scaler";
-    run_command("rm -rf " + dir);
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 40000, 4);
     // fp16, stage 2 on two ranks, from a loss scale of 2^40
     base.model = TINY;

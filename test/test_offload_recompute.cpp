@@ -22,8 +22,7 @@
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     std::string dir = "offload";
-    run_command("rm -rf " + dir);
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 40000, 9);
     const int steps = 10;
     // every run: 10 steps of a global batch of 8 sequences of 32, reports on

@@ -30,23 +30,12 @@ int main(int argc, char** argv) {
     GPT2Config cfg = gpt2_config_from_descriptor(TINY_T64);
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     std::string dir = "oracle";
-    run_command("rm -rf " + dir);  // a run refuses a directory holding an earlier run's checkpoints
-    make_dir(dir);
+    fresh_dir(dir);
 
     // one batch: a stream of B*T+1 tokens (the trainer's loader reads it the same way)
     write_markov_shard(dir + "/batch.bin", V, (size_t)B * T + 1, 11);
-    DataLoader loader;
-    loader.init(dir + "/batch.bin", B, T, 0, 1, false, 0);
-    loader.next_batch();
-    std::vector<int> inputs(loader.inputs, loader.inputs + B * T), targets(loader.targets, loader.targets + B * T);
-    {
-        FILE* f = open_file(dir + "/tokens.bin", "wb");
-        int shape[2] = {B, T};
-        fwrite(shape, sizeof(int), 2, f);
-        fwrite(inputs.data(), sizeof(int), B * T, f);
-        fwrite(targets.data(), sizeof(int), B * T, f);
-        fclose(f);
-    }
+    std::vector<int> inputs, targets;
+    first_batch(dir + "/batch.bin", B, T, dir + "/tokens.bin", inputs, targets);
 
     std::vector<float> logits((size_t)B * T * V), grads;
     double loss = 0.0;

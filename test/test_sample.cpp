@@ -69,8 +69,7 @@ SampleRun sample(const std::string& trainer, const std::string& args, const std:
 
 void test_command(const std::string& trainer, const std::string& script, const std::string& tokenizer_path) {
     const std::string dir = "sample";
-    run_command("rm -rf " + dir);  // a rerun must not find the last run's checkpoints
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 9);
     // a small model with GPT-2's vocabulary, trained a little so its tokens are not uniform
     TrainerRun train(trainer);

@@ -146,8 +146,7 @@ int main(int argc, char** argv) {
 
     // --- the trainer: (t=2, d=2, stage 3) checkpoints
     std::string dir = "tp_checkpoint";
-    run_command("rm -rf " + dir);
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 30000, 5);
     base.model = TINY;
     base.train = dir + "/train.bin";

@@ -14,8 +14,7 @@
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     std::string dir = "tp_trainer";
-    run_command("rm -rf " + dir);  // a rerun starts clean: its writer run would find the last run's checkpoints
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 3);
     base.model = TINY;
     base.train = dir + "/train.bin";

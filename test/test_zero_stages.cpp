@@ -24,8 +24,7 @@
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
     std::string dir = "zero_stages";
-    run_command("rm -rf " + dir);  // a run refuses a directory holding an earlier run's checkpoints
-    make_dir(dir);
+    fresh_dir(dir);
     write_markov_shard(dir + "/train.bin", TINY_VOCAB, 40000, 1);
     write_markov_shard(dir + "/val.bin", TINY_VOCAB, 8000, 2);
 

@@ -12,6 +12,7 @@
 
 #include "data/dataloader.h"
 #include "test/test_util.h"
+#include "zero/base/csv.h"
 #include "zero/layout/model_file.h"
 #include "zero/base/rng.h"
 
@@ -29,6 +30,24 @@ inline void write_markov_shard(const std::string& path, int V, size_t n, uint64_
     write_shard(path, tokens.data(), n);
 }
 
+// The first (B, T) batch of a shard, as the trainer's loader reads it, and the
+// same batch in the file the PyTorch references under dev/ read
+// (gpt2_reference.py, hf_reference.py): int32 B, T, then B*T inputs and B*T targets.
+inline void first_batch(const std::string& shard, int B, int T, const std::string& tokens_file,
+                        std::vector<int>& inputs, std::vector<int>& targets) {
+    DataLoader loader;
+    loader.init(shard, B, T, 0, 1, false, 0);
+    loader.next_batch();
+    inputs.assign(loader.inputs, loader.inputs + B * T);
+    targets.assign(loader.targets, loader.targets + B * T);
+    FILE* f = open_file(tokens_file, "wb");
+    int shape[2] = {B, T};
+    fwrite(shape, sizeof(int), 2, f);
+    fwrite(inputs.data(), sizeof(int), B * T, f);
+    fwrite(targets.data(), sizeof(int), B * T, f);
+    fclose(f);
+}
+
 struct CommandResult {
     int status;          // exit code, or -1 if it did not exit normally
     std::string output;  // stdout and stderr together
@@ -44,6 +63,14 @@ inline CommandResult run_command(const std::string& cmd) {
     int st = pclose(p);
     r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     return r;
+}
+
+// A test's working directory, emptied: a rerun in the same build directory
+// must not find the last run's files (a run refuses a directory that holds
+// another run's checkpoints).
+inline void fresh_dir(const std::string& dir) {
+    run_command("rm -rf " + dir);
+    make_dir(dir);
 }
 
 // The values of a main.log's "s:<step> <tag>:<value>" lines, in order: tag "trl"
@@ -114,39 +141,7 @@ inline bool files_identical(const std::string& a, const std::string& b) {
     return same;
 }
 
-// A CSV file as rows of named fields (every value kept as text).
-struct CsvRows {
-    std::vector<std::string> header;
-    std::vector<std::vector<std::string>> rows;
-    int column(const std::string& name) const {
-        for (size_t i = 0; i < header.size(); i++)
-            if (header[i] == name) return (int)i;
-        return -1;
-    }
-    double num(size_t row, const std::string& name) const {
-        int c = column(name);
-        return c < 0 ? NAN : atof(rows[row][c].c_str());
-    }
-    const std::string& text(size_t row, const std::string& name) const { return rows[row][column(name)]; }
-};
-
-inline CsvRows read_csv(const std::string& path) {
-    CsvRows csv;
-    FILE* f = fopen(path.c_str(), "r");
-    if (!f) return csv;
-    char line[4096];
-    bool first = true;
-    while (fgets(line, sizeof(line), f)) {
-        std::vector<std::string> fields;
-        std::string cur;
-        for (char* c = line; *c && *c != '\n'; c++) {
-            if (*c == ',') fields.push_back(cur), cur.clear();
-            else cur += *c;
-        }
-        fields.push_back(cur);
-        if (first) csv.header = fields, first = false;
-        else csv.rows.push_back(fields);
-    }
-    fclose(f);
-    return csv;
-}
+// A trainer's CSV report (zero/base/csv.h reads it); a file that is not there
+// reads as no rows, for the tests that count them.
+using CsvRows = CsvTable;
+inline CsvRows read_csv(const std::string& path) { return file_exists(path) ? read_csv_table(path) : CsvRows{}; }
