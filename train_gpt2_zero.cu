@@ -68,12 +68,12 @@ inline int validation_micro_batch(const std::string& pattern, int B, int T, int 
 // Every rank runs it (stage 3 needs every rank for its gathers); rank 0 prints.
 template <typename T>
 void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print) {
-    int max_len = std::min<int>(gen_tokens + 1, std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT));
     // sequence parallelism cuts a pass's tokens evenly across the tensor group: the
     // prompt is padded to a multiple of t (causal attention keeps the padding out
     // of the logits read), and the longest padded prompt must fit
-    int multiple = model.sp ? model.tp : 1;
-    max_len = std::min(max_len, std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT) / multiple * multiple);
+    const int multiple = model.sp ? model.tp : 1;
+    const int room = std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT) / multiple * multiple;
+    const int max_len = std::min(gen_tokens + 1, room);
     int eot = tok ? tok->eot_token : model.cfg.vocab_size - 1;
     std::vector<int> tokens(1, eot);
     Rng rng(seed);

@@ -24,35 +24,9 @@
 #include "zero/base/common.h"
 #include "zero/base/rng.h"
 #include "zero/comm/comm_emulated.h"
-#include "zero/layout/hf_gpt2.h"
-#include "zero/layout/model_file.h"
 #include "zero/model/gpt2.h"
+#include "zero/run/model_source.h"
 #include "zero/run/options.h"
-
-// Where a model's parameters come from: its shape and a filler of its units.
-struct ModelSource {
-    std::string description;  // "an llm.c model file", ...
-    GPT2Config cfg;
-    std::function<void(const ParamLayout&, int u, float* dst)> read_unit;
-};
-
-inline ModelSource open_model_source(const std::string& path) {
-    ModelSource s;
-    if (file_exists(path + "/config.json")) {
-        auto hf = std::make_shared<HfGpt2Reader>(path);
-        s.description = "a Hugging Face folder";
-        s.cfg = hf->cfg;
-        s.read_unit = [hf](const ParamLayout& l, int u, float* dst) { hf->read_unit(l, u, dst); };
-        return s;
-    }
-    std::string file = file_exists(path + "/model.bin") ? path + "/model.bin" : path;
-    CHECK(file_exists(file), "--sample %s: no such model file, checkpoint or Hugging Face folder", path.c_str());
-    auto mf = std::make_shared<ModelFile>(file);
-    s.description = file == path ? "an llm.c model file" : "a checkpoint's model.bin";
-    s.cfg = mf->cfg;
-    s.read_unit = [mf](const ParamLayout& l, int u, float* dst) { mf->read_unit(l, u, dst); };
-    return s;
-}
 
 // One token drawn from `logits` (V): temperature 0 (or top_k 1) takes the most
 // likely token (the lowest id on a tie); otherwise the k most likely (all if
@@ -87,7 +61,7 @@ void run_sample(const TrainOptions& o) {
     CHECK(o.temperature >= 0.0f, "--temperature must be >= 0 (got %g)", o.temperature);
     CHECK(file_exists(o.tokenizer_path), "--sample needs the tokenizer %s (make data writes it; or --tokenizer FILE)",
           o.tokenizer_path.c_str());
-    ModelSource source = open_model_source(o.sample);
+    ModelSource source = open_model_source(o.sample, "--sample");
     const GPT2Config& cfg = source.cfg;
     Tokenizer tok;
     tok.load(o.tokenizer_path);
