@@ -3,13 +3,13 @@
 // A tensor group of t ranks is played on one device, one rank after another,
 // with the collectives between the phases done on the host (the max gathered,
 // the sums added in rank order, as the emulated comm does).
-//   make -C dev/cuda vocab_parallel && ./dev/cuda/vocab_parallel [check]
+//   make -C dev/cuda vocab_parallel && ./dev/cuda/vocab_parallel [check] [--quick]
 //
 // Checks, per rank: the embedding forward and backward bit for bit (the same
 // fp32 operations in the same order; the backward twice in a row, as the
 // encoder's workbench does); the row maxima and target logits bit for bit
-// (a max and a read); the sums of exp, losses and dlogits within the fp32 rule
-// (1e-5) or the dtype's; padding columns exactly 0. And for the group: its
+// (a max and a read); the sums of exp against a float64 sum, the losses and
+// dlogits against the twin, within the fp32 rule (1e-5) or the dtype's; padding columns exactly 0. And for the group: its
 // losses and its dlogits put side by side equal the unsplit fused classifier's
 // (kernels/cpu/classifier.h), so the phases and their collectives add up to
 // the whole. Extreme rows: a max of +80 on the last rank's last real column, a
@@ -141,7 +141,20 @@ void test_cross_entropy(Bench& b, int BT, int V, int Vp, int t, bool timed) {
         gmax = d_gmax.download();
         std::vector<float> s = d_sum.download();
         check_exact(b, "vocab_parallel_sum_exp global max" + rt, gmax, ref_gmax);
-        check_close(b, "vocab_parallel_sum_exp sums" + rt, s, ref_s);
+        // The sums against float64: the twin adds up to 25K terms one after
+        // another in float, which alone is off by up to 3e-5 (seen on an H100,
+        // 2026-11-23), while the kernel's tree sum is far closer. The twin's
+        // sums still carry the chain on (the losses below are checked
+        // against the twin's, and log damps the sum's error).
+        std::vector<float> exact_s(BT);
+        const int real = vocab_real_columns(V, p * Vl, Vl);
+        for (int i = 0; i < BT; i++) {
+            double acc = 0.0;
+            for (int v = 0; v < real; v++)
+                acc += std::exp((double)to_float(local[p][(size_t)i * Vl + v]) - (double)ref_gmax[i]);
+            exact_s[i] = (float)acc;
+        }
+        check_close(b, "vocab_parallel_sum_exp sums (vs float64)" + rt, s, exact_s);
         for (int i = 0; i < BT; i++) sum[i] += s[i], ref_sum[i] += ref_s[i];
     }
     d_sum.upload(sum);
@@ -194,14 +207,24 @@ void test_cross_entropy(Bench& b, int BT, int V, int Vp, int t, bool timed) {
 }
 
 int main(int argc, char** argv) {
-    Bench b(argc, argv);
+    // --quick: the small shapes only (what a sanitizer can get through in
+    // seconds: racecheck of the GPT-2 shapes ran past 40 s on an H100); the
+    // rest (check, --reps N) go to Bench
+    bool quick = false;
+    std::vector<char*> rest = {argv[0]};
+    for (int i = 1; i < argc; i++) {
+        if (std::string(argv[i]) == "--quick") quick = true;
+        else rest.push_back(argv[i]);
+    }
+    Bench b((int)rest.size(), rest.data());
     for (int t : {2, 4}) {
-        // GPT-2 shapes
-        test_embedding<float>(b, 4, 1024, 768, 50257, 50304, t, true);
-        test_embedding<bf16>(b, 4, 1024, 768, 50257, 50304, t, true);
-        test_cross_entropy<float>(b, 4 * 1024, 50257, 50304, t, true);
-        test_cross_entropy<bf16>(b, 4 * 1024, 50257, 50304, t, true);
-        test_cross_entropy<f16>(b, 1024, 50257, 50304, t, false);
+        if (!quick) {  // GPT-2 shapes
+            test_embedding<float>(b, 4, 1024, 768, 50257, 50304, t, true);
+            test_embedding<bf16>(b, 4, 1024, 768, 50257, 50304, t, true);
+            test_cross_entropy<float>(b, 4 * 1024, 50257, 50304, t, true);
+            test_cross_entropy<bf16>(b, 4 * 1024, 50257, 50304, t, true);
+            test_cross_entropy<f16>(b, 1024, 50257, 50304, t, false);
+        }
         // small odd shapes: T not a multiple of any tile, C = 100 not a multiple
         // of the 16-bit pack (scalar kernels), Vl not a multiple of the pack
         for (int C : {200, 100}) {

@@ -70,7 +70,7 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--ranks", &O::ranks, "emulate this many ranks in this process (threads)"),
         flag(nullptr, "--tp", &O::tp,
              "tensor-parallel degree t: the world is t x d ranks, each group of t adjacent ranks splits every layer "
-             "Megatron-style, ZeRO shards across the d data-parallel ranks (the CUDA build: not yet run on a GPU)"),
+             "Megatron-style, ZeRO shards across the d data-parallel ranks"),
         flag(nullptr, "--sp", &O::sp,
              "1: sequence parallelism (needs --tp > 1): layernorms and the residual stream hold B*T/t rows per "
              "rank; all-gathers and reduce-scatters instead of all-reduces"),
