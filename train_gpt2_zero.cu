@@ -256,6 +256,8 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         if (run.tp > 1)
             printf("tensor parallel: %d x %d grid (tensor groups of %d ranks%s, ZeRO stage %d across %d data-parallel "
                    "rank(s))\n", run.tp, run.dp, run.tp, run.sp ? ", sequence parallel" : "", o.zero_stage, run.dp);
+        std::string accum = offload_grad_accum_text(o, run);
+        if (!accum.empty()) printf("%s\n", accum.c_str());
     }
     double total_ms = 0.0;
     int timed_steps = 0;

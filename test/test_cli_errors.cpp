@@ -5,6 +5,8 @@
 //   * a directory where a file belongs (-i, -e, --tokenizer);
 //   * a stray argument that is not a flag;
 //   * two models to start from (-e and --from_hf);
+//   * --offload_grad_accum: a value other than host or device, and device
+//     without optimizer offload;
 //   * a stage-3 config with train_batch_size but no micro-batch, on 4 emulated
 //     ranks: micro-batch train_batch_size / 4, no accumulation, stage 3, and the
 //     header says so; a misspelt key is refused naming the right one.
@@ -47,6 +49,9 @@ int main(int argc, char** argv) {
     expect_error("extra", "unexpected argument 'extra'");
     expect_error("-x 3 extra -v 1", "unexpected argument 'extra'");
     expect_error("--from_hf " + dir, "both name the model to start from: give one");
+    expect_error("-z 2 --offload_optimizer cpu --offload_grad_accum gpu",
+                 "--offload_grad_accum must be host or device (got 'gpu')");
+    expect_error("-z 2 --offload_grad_accum device", "--offload_grad_accum device needs --offload_optimizer cpu");
 
     // DeepSpeed's batch rule on the homework's kind of config
     FILE* f = open_file(dir + "/ds_stage3.json", "wb");

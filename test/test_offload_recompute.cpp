@@ -4,6 +4,11 @@
 //     parameters after 10 steps are bit-identical to the run without offload —
 //     the host path runs the same arithmetic (the vectorised CPU AdamW equals the
 //     scalar twin bit for bit, see test_cpu_adamw) on the same values;
+//   * the same under gradient accumulation (stages 2-3, N = 1, 2, 2 and 4
+//     micro-steps), with the micro-steps added on the host (--offload_grad_accum
+//     host) or on the device (device): losses and parameters bit-identical to
+//     each other and to the run without offload, and the device one holds its
+//     gradient shard on the device;
 //   * recomputation -r 1 and -r 2, and -r 2 with the layer outputs on the host,
 //     give bit-identical parameters to -r 0 (so identical gradients), with the
 //     smaller activation footprint the predictor gives;
@@ -73,6 +78,58 @@ int main(int argc, char** argv) {
                                 EXPECT(p == 0, "%s: parameter bytes left on the device after the step", name.c_str());
                         }
                 }
+            }
+
+    // --- offload under gradient accumulation: micro-steps added on the host or on
+    // the device, the same bits as without offload (a global batch of 8 sequences,
+    // 2 per rank per micro-step: 4 micro-steps on one rank, 2 on two)
+    const int accum_steps = 4;
+    for (const char* precision : {"fp32", "bf16"})
+        for (int n : {1, 2})
+            for (int z = 2; z <= 3; z++) {
+                std::string name = "acc_z" + std::to_string(z) + "n" + std::to_string(n) + precision;
+                TrainerRun run = base;
+                run.precision = precision;
+                run.stage = z;
+                run.ranks = n;
+                run.micro_batch = 2;
+                run.steps = accum_steps;
+                RunResult plain = run_into(name, run);
+                run.offload_optimizer = true;
+                run.offload_grad_accum = "host";
+                RunResult host = run_into(name + "_host", run);
+                run.offload_grad_accum = "device";
+                RunResult device = run_into(name + "_device", run);
+                EXPECT(device.output.find("gradients accumulate on the device") != std::string::npos &&
+                           host.output.find("gradients accumulate on the host") != std::string::npos,
+                       "%s: the headers do not say where gradients accumulate:\n%s", name.c_str(),
+                       device.output.c_str());
+                for (const RunResult* r : {&host, &device}) {
+                    const char* where = r == &host ? "host" : "device";
+                    EXPECT(r->train_losses.size() == (size_t)accum_steps && r->train_losses == plain.train_losses,
+                           "%s: losses with gradients accumulated on the %s differ from the run without offload",
+                           name.c_str(), where);
+                    std::string m = r->model_at(accum_steps), want = plain.model_at(accum_steps);
+                    EXPECT(files_identical(want, m), "%s: accumulating on the %s changes the parameters (%.3g)",
+                           name.c_str(), where, relative_error(read_model_params(m), read_model_params(want)));
+                }
+                // where the gradients were between micro-steps: the device shard after the
+                // last forward with device, none with host
+                double shard = 0, device_grads[2] = {-1, -1};
+                {
+                    ParamLayout layout(gpt2_config_from_descriptor(TINY));
+                    ShardPlan plan(layout.unit_specs(), n, SHARD_ALIGN);
+                    shard = (double)plan.shard_numel * (std::string(precision) == "fp32" ? 4 : 2);
+                }
+                for (const RunResult* r : {&host, &device}) {
+                    CsvRows mem = r->mem_report(0);
+                    for (size_t i = 0; i < mem.rows.size(); i++)
+                        if (mem.text(i, "phase") == "forward" && mem.text(i, "arena") == "device")
+                            device_grads[r == &device] = mem.num(i, "grads");
+                }
+                EXPECT(device_grads[0] == 0 && device_grads[1] == shard,
+                       "%s: device gradient bytes after forward: host %.0f (want 0), device %.0f (want %.0f)",
+                       name.c_str(), device_grads[0], device_grads[1], shard);
             }
 
     // --- recomputation: the same gradients from less activation memory

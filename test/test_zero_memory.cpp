@@ -7,10 +7,12 @@
 //     with Psi the plan's padded parameter count and s the compute dtype's size;
 //     with optimizer offload the optimizer state and the gradient slices (and,
 //     with parameter offload, the parameter slices) are in the host arena instead,
-//     exactly those bytes;
+//     exactly those bytes; with --offload_grad_accum device and several
+//     micro-steps the device holds the s*Psi/N gradient shard as well;
 //   * the predictor's totals exactly, to the byte, at every phase (after
 //     forward, after backward, after the step), every rank, every stage,
-//     precision, recompute, offload;
+//     precision, recompute, offload; with optimizer offload its reserved bytes
+//     (what the fit check weighs) exactly too;
 //   * bytes sent (and received) per rank per step, counted by the backend:
 //       stages 0-1: 2 Psi (N-1)/N;  stage 2: (A+1) Psi (N-1)/N;  stage 3: 3A Psi (N-1)/N
 //     elements, A being the micro-steps per step (the paper's 2Psi and 3Psi at A=1).
@@ -20,6 +22,7 @@
 #include <string>
 
 #include "test/trainer_run.h"
+#include "zero/engine/memory_predictor.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
@@ -27,6 +30,7 @@ struct Case {
     int stage, ranks, micro_steps, recompute;
     const char* precision;
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
+    bool grad_accum_device = false;  // --offload_grad_accum device
 };
 
 int main(int argc, char** argv) {
@@ -65,15 +69,21 @@ int main(int argc, char** argv) {
     cases.push_back({3, 2, 1, 0, "fp32", true, true});  // parameter offload
     cases.push_back({3, 3, 2, 1, "fp16", true, true});
     cases.push_back({3, 1, 1, 2, "bf16", true, true, true});
+    // optimizer offload, gradients accumulated on the device (one micro-step: as on the host)
+    cases.push_back({2, 2, 2, 0, "fp32", true, false, false, true});
+    cases.push_back({2, 1, 3, 0, "bf16", true, false, false, true});
+    cases.push_back({3, 3, 2, 1, "bf16", true, false, false, true});
+    cases.push_back({3, 2, 3, 0, "fp16", true, true, false, true});
+    cases.push_back({2, 2, 1, 0, "bf16", true, false, false, true});
 
     double params_live[4] = {0, 0, 0, 0};  // device, at N = 4, fp32, per stage
     printf("%-36s %12s %12s %12s %12s %12s\n", "case (device bytes)", "params", "grads", "optimizer", "comm sent",
            "worst pred");
     for (const Case& c : cases) {
         char name[128];
-        snprintf(name, sizeof(name), "z%d n%d a%d r%d %s%s%s%s", c.stage, c.ranks, c.micro_steps, c.recompute,
+        snprintf(name, sizeof(name), "z%d n%d a%d r%d %s%s%s%s%s", c.stage, c.ranks, c.micro_steps, c.recompute,
                  c.precision, c.offload_optimizer ? " off-opt" : "", c.offload_param ? " off-param" : "",
-                 c.offload_activations ? " off-act" : "");
+                 c.offload_activations ? " off-act" : "", c.grad_accum_device ? " acc-dev" : "");
         TrainerRun run = base;
         run.stage = c.stage;
         run.ranks = c.ranks;
@@ -83,6 +93,7 @@ int main(int argc, char** argv) {
         run.offload_optimizer = c.offload_optimizer;
         run.offload_param = c.offload_param;
         run.offload_activations = c.offload_activations;
+        if (c.grad_accum_device) run.offload_grad_accum = "device";
         run_command("rm -rf " + run.out);  // the reports' CSVs append
         RunResult r = run.run();
         if (r.status != 0) continue;
@@ -91,12 +102,29 @@ int main(int argc, char** argv) {
         double psi = (double)plan.full_numel, N = c.ranks, A = c.micro_steps;
         double s = std::string(c.precision) == "fp32" ? 4 : 2;
         bool oo = c.offload_optimizer, op = c.offload_param;
+        bool device_shard = c.stage >= 2 && (!oo || (c.grad_accum_device && c.micro_steps > 1));
         // the model states each arena must hold, per rank
         double want_params[2] = {c.stage < 3 ? s * psi : op ? 0 : s * psi / N, oo ? s * psi / N : 0};
-        double want_grads[2] = {c.stage < 2 ? s * psi : oo ? 0 : s * psi / N, oo ? s * psi / N : 0};
+        double want_grads[2] = {c.stage < 2 ? s * psi : device_shard ? s * psi / N : 0, oo ? s * psi / N : 0};
         double want_opt[2] = {oo ? 0 : c.stage == 0 ? 12 * psi : 12 * psi / N, oo ? 12 * psi / N : 0};
         double comm_elems = c.stage < 2 ? 2 * psi : c.stage == 2 ? (A + 1) * psi : 3 * A * psi;
         double want_comm = comm_elems * (N - 1) / N * s;
+
+        // what the fit check weighs: the predicted reserved bytes of each arena
+        MemoryQuery q;
+        q.cfg = layout.cfg;
+        q.stage = c.stage;
+        q.world = c.ranks;
+        q.dtype_bytes = (size_t)s;
+        q.micro_batch = B;
+        q.seq_len = T;
+        q.recompute = c.recompute;
+        q.micro_steps = c.micro_steps;
+        q.offload_optimizer = oo;
+        q.offload_param = op;
+        q.offload_activations = c.offload_activations;
+        q.offload_grad_accum_device = c.grad_accum_device;
+        MemoryPrediction prediction = predict_memory(q, SHARD_ALIGN);
 
         double worst_pred = 0, got[3] = {0, 0, 0}, got_comm = 0;
         for (int rank = 0; rank < c.ranks; rank++) {
@@ -114,6 +142,13 @@ int main(int argc, char** argv) {
                 int a = arena == "device" ? 0 : 1;
                 EXPECT(live == pred, "%s rank %d step %s after %s (%s): live %.0f bytes, predicted %.0f (%.2f%%)", name,
                        rank, mem.text(i, "step").c_str(), phase.c_str(), arena.c_str(), live, pred, 100 * err);
+                // (without offload the norm's partial sums, sized by rank 0's piece count, make
+                // the other ranks' reserved bytes differ a little; offload has none)
+                double reserved = mem.num(i, "reserved");
+                double want_reserved = (double)prediction.reserved.total(a == 0 ? Arena::Device : Arena::Host);
+                if (oo)
+                    EXPECT(reserved == want_reserved, "%s rank %d (%s): reserved %.0f bytes, predicted %.0f", name,
+                           rank, arena.c_str(), reserved, want_reserved);
                 if (phase == "step") {
                     double params = mem.num(i, "params"), opt = mem.num(i, "optimizer");
                     EXPECT(params == want_params[a], "%s rank %d %s: params live %.0f, formula %.0f", name, rank,

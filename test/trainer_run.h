@@ -85,6 +85,7 @@ struct TrainerRun {
     bool offload_optimizer = false;       // --offload_optimizer cpu
     bool offload_param = false;           // --offload_param cpu
     bool offload_activations = false;     // --offload_activations 1
+    std::string offload_grad_accum;       // --offload_grad_accum host|device
     std::optional<int> checkpoint_every;  // -n
     bool resume = false;                  // -y 1: from the latest complete checkpoint in out
     bool mem_report = false;              // --mem_report 1: per-step memory and traffic, CSVs in out
@@ -114,6 +115,7 @@ struct TrainerRun {
         if (offload_optimizer) add("--offload_optimizer", "cpu");
         if (offload_param) add("--offload_param", "cpu");
         if (offload_activations) add("--offload_activations", "1");
+        if (!offload_grad_accum.empty()) add("--offload_grad_accum", offload_grad_accum);
         add_int("-n", checkpoint_every);
         if (resume) add("-y", "1");
         if (mem_report) add("--mem_report", "1");

@@ -11,7 +11,9 @@
 //     stage 1  4 Psi + K Psi / N        stage 3  (4 + K) Psi / N
 // Ours adds what a real run holds beside them: stage 3's gathered units (the
 // embeddings unit and two layer units), stages 2-3's in-flight gradient units
-// with their reduce-scatter landing slice.
+// with their reduce-scatter landing slice, and with optimizer offload at
+// stages 2-3 under gradient accumulation either two host landing slices or
+// (offload_grad_accum_device) a device gradient shard, s Psi / N.
 #pragma once
 
 #include <algorithm>
@@ -55,6 +57,7 @@ struct MemoryQuery {
     int micro_steps = 1;  // gradient accumulation
     bool offload_optimizer = false;
     bool offload_param = false;
+    bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
     bool offload_activations = false;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
 };
@@ -76,6 +79,10 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     size_t P0 = plan.padded[0], Pmax = 0;
     for (int u = 1; u < plan.num_units(); u++) Pmax = std::max(Pmax, plan.padded[u]);
     const bool off_opt = q.offload_optimizer, off_par = q.offload_param;
+    // offload at stages 2-3 with several micro-steps: they add up either on the
+    // host (through two host landing slices) or in a device gradient shard
+    const bool host_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && !q.offload_grad_accum_device;
+    const bool device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
 
     MemoryPrediction p;
     p.psi = layout.num_parameters();
@@ -87,7 +94,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double params_resident = q.stage < 3 ? psi * s : off_par ? 0 : psi / N * s;
     double param_extra = q.stage < 3 ? 0 : unit_slots + (off_par ? 3 * slice * s : 0);  // gathered units, uploads
     double grads_full = q.stage < 2 ? psi * s : 0;
-    double grad_shard = q.stage < 2 || off_opt ? 0 : psi / N * s;
+    double grad_shard = q.stage < 2 || (off_opt && !device_accum) ? 0 : psi / N * s;
     double grad_slots = q.stage < 2 ? 0 : unit_slots;
     double optimizer = off_opt ? 0 : q.stage == 0 ? ZERO_K * psi : ZERO_K * psi / N;
     double comm = q.stage < 2 ? 0 : slice * s;  // the reduce-scatter's landing slice
@@ -95,7 +102,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double host_optimizer = off_opt ? ZERO_K * psi / N : 0;
     double host_grads = off_opt ? psi / N * s : 0;
     double host_params = off_opt ? psi / N * s : 0;
-    double host_comm = off_opt && q.stage >= 2 ? 2 * slice * s : 0;
+    double host_comm = host_accum ? 2 * slice * s : 0;
 
     // --- activations: what forward saves (see zero/layout/activations.h for the list).
     // With tensor parallelism (t > 1) the column-parallel outputs (qkv, attention,
@@ -165,9 +172,9 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.after_forward, D, MemKind::Activations, acts);
     set(p.after_forward, H, MemKind::Activations, host_acts);
     set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held : 0);
-    // host gradient slices fill up micro-step by micro-step at stages 2-3; stage 1
-    // reduces (and copies down) only at the last
-    set(p.after_forward, H, MemKind::Grads, accumulating && q.stage >= 2 ? host_grads : 0);
+    // host gradient slices fill up micro-step by micro-step at stages 2-3 (unless
+    // they accumulate on the device); stage 1 reduces (and copies down) only at the last
+    set(p.after_forward, H, MemKind::Grads, accumulating && q.stage >= 2 && !device_accum ? host_grads : 0);
     // stage 1 with offload keeps the full gradients on the device and a copy of its slices on the host
     set(p.after_backward, D, MemKind::Grads, grads_held);
     set(p.after_backward, H, MemKind::Grads, host_grads);
@@ -176,9 +183,12 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
 
 inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction& p, FILE* out) {
     const double MiB = 1048576.0;
-    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s\n",
+    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s%s\n",
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
-            q.offload_optimizer ? ", optimizer offload" : "", q.offload_param ? ", parameter offload" : "",
+            q.offload_optimizer ? ", optimizer offload" : "",
+            q.offload_optimizer && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device
+                ? " (gradients accumulated on the device)" : "",
+            q.offload_param ? ", parameter offload" : "",
             q.offload_activations ? ", activation offload" : "");
     if (q.tp > 1)
         fprintf(out, "  tensor parallel: t = %d%s; the rank(s) above are a tensor rank's data group\n", q.tp,

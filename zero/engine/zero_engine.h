@@ -17,10 +17,18 @@
 //
 // Offload (ZeRO-Offload): with offload_optimizer the master, m and v slices
 // live in host memory, each unit's reduced gradient slice is copied to the host
-// as soon as its reduce-scatter is done (and accumulated there), a CPU AdamW
-// updates the slices and the new compute-dtype parameters go back up unit by
-// unit. With offload_param (stage 3) the compute-dtype slices themselves live
-// on the host and are copied up just before each unit's all-gather.
+// as soon as its reduce-scatter is done, a CPU AdamW updates the slices and the
+// new compute-dtype parameters go back up unit by unit. With offload_param
+// (stage 3) the compute-dtype slices themselves live on the host and are copied
+// up just before each unit's all-gather.
+//
+// Offload with gradient accumulation, stages 2-3: micro-step 0 copies each
+// reduced slice straight into its host gradient slice. Later micro-steps either
+// add on the host (the default, as DeepSpeed does: the slice lands in a host
+// staging slice and a host thread adds it, reading 2 and writing 1 compute-dtype
+// element per parameter per micro-step) or, with grad_accum_on_device, add into
+// a device gradient shard as without offload (s Psi / N more device bytes) and
+// copy each unit's slice down once, at the last micro-step.
 //
 // Streams: kernels run on the compute stream; collectives and copies on the
 // comm stream. They are ordered by events only. Gradient accumulation: stages
@@ -56,6 +64,7 @@ struct ZeroConfig {
     int micro_steps = 1;             // gradient accumulation
     bool offload_optimizer = false;  // stages 1-3: master, m, v (and gradient slices) in host memory
     bool offload_param = false;      // stage 3 with offload_optimizer: the compute-dtype slices in host memory
+    bool grad_accum_on_device = false;  // offload at stages 2-3 with micro_steps > 1: accumulate on the device
     uint64_t seed = 0;               // stochastic rounding of the bf16 parameter copies
     int cpu_threads = 1;             // the CPU AdamW's threads (offload)
 };
@@ -92,6 +101,7 @@ class ZeroEngine {
           seed(cfg.seed),
           offload_optimizer(cfg.offload_optimizer),
           offload_param(cfg.offload_param),
+          device_accum(cfg.offload_optimizer && cfg.stage >= 2 && cfg.micro_steps > 1 && cfg.grad_accum_on_device),
           tensor(tensor_),
           tp_rank(tensor_ ? tensor_->rank : 0) {
         CHECK((layout.tp > 1) == (tensor != nullptr) && (!tensor || tensor->world == layout.tp),
@@ -131,6 +141,9 @@ class ZeroEngine {
     const int stage, micro_steps, rank, world;
     const uint64_t seed;
     const bool offload_optimizer, offload_param;
+    // offload, stages 2-3, several micro-steps: gradients accumulate in grad_shard
+    // on the device and go down to the host once per step
+    const bool device_accum;
     Comm* const tensor;  // the tensor group, or null
     const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
@@ -266,19 +279,27 @@ class ZeroEngine {
             UnitSlot<T>* slot = grad_slots->holding(u);
             CHECK(slot, "internal: gradients of unit %d finished but not held", u);
             comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
-            if (offload_optimizer) {
-                accumulate_on_host(host_slice, slice, micro_step == 0);
+            T* device_slice = grad_shard ? grad_shard + plan.shard_offset[u] : nullptr;
+            if (offload_optimizer && !device_accum) {
+                if (micro_step == 0) device_copy(host_slice, comm_buffer, slice * sizeof(T), comm_stream);
+                else accumulate_on_host(host_slice, slice);
             } else {
                 KernelCtx c = ctx;
                 c.stream = comm_stream;
-                accumulate(c, grad_shard + plan.shard_offset[u], comm_buffer, slice, micro_step == 0);
+                accumulate(c, device_slice, comm_buffer, slice, micro_step == 0);
+                if (device_accum && last) device_copy(host_slice, device_slice, slice * sizeof(T), comm_stream);
             }
             vacate(*slot, comm_stream);
         }
-        T* held = offload_optimizer ? host_grads : stage >= 2 ? grad_shard : nullptr;
-        if (held && !shard_grads_live) {
-            shard_grads_live = true;
-            mem.set_live(held, true);
+        // gradient bytes held from here to the step: the device shard from the
+        // first micro-step, the host slices from their first copy down
+        if (grad_shard && !device_grads_live) {
+            device_grads_live = true;
+            mem.set_live(grad_shard, true);
+        }
+        if (host_grads && !host_grads_live && (!device_accum || last)) {
+            host_grads_live = true;
+            mem.set_live(host_grads, true);
         }
         event_record(comm_done, comm_stream);
     }
@@ -405,12 +426,12 @@ class ZeroEngine {
     std::vector<ShardPiece> norm_pieces;  // this rank's slices (for the global norm)
     std::vector<int> visits;
     size_t cursor = 0;
-    bool grads_live = false, shard_grads_live = false;
+    bool grads_live = false, device_grads_live = false, host_grads_live = false;
 
     T* params_full = nullptr;    // stages 0-2: (full_numel)
     T* params_shard = nullptr;   // stage 3: (shard_numel), on the host with offload_param
     T* grads_full = nullptr;     // stages 0-1: (full_numel)
-    T* grad_shard = nullptr;     // stages 2-3 without offload: (shard_numel)
+    T* grad_shard = nullptr;     // stages 2-3 without offload or with device_accum: (shard_numel)
     T* comm_buffer = nullptr;    // stages 2-3: one slice, the reduce-scatter's landing place
     float* master = nullptr;     // fp32 master, Adam m and v: (optimizer_numel), host with offload
     float* adam_m = nullptr;
@@ -423,7 +444,7 @@ class ZeroEngine {
     HostTasks host_tasks;
     T* host_grads = nullptr;        // (shard_numel): reduced gradient slices on the host
     T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output (the shard itself with offload_param)
-    T* host_staging[2] = {};        // stages 2-3: two slices, where reduced slices land on the host
+    T* host_staging[2] = {};        // stages 2-3, accumulating on the host: two slices where reduced slices land
     Event staging_ready[2] = {};
     uint64_t staging_task[2] = {};  // the host task that last read each staging slice
     bool staging_used[2] = {};
@@ -446,7 +467,8 @@ class ZeroEngine {
         } else {
             grad_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Grads, "grads_unit");
             comm_buffer = mem.allocate_array<T>(slice, MemKind::Comm, D, "reduce_scatter_landing", false);
-            if (!offload_optimizer) grad_shard = mem.allocate_array<T>(shard, MemKind::Grads, D, "grads_shard", false);
+            if (!offload_optimizer || device_accum)
+                grad_shard = mem.allocate_array<T>(shard, MemKind::Grads, D, "grads_shard", false);
         }
         size_t opt = optimizer_numel();
         Arena oa = offload_optimizer ? H : D;
@@ -457,7 +479,7 @@ class ZeroEngine {
             host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
             host_params = offload_param ? params_shard
                                         : mem.allocate_array<T>(shard, MemKind::Params, H, "params_shard_host", true);
-            if (stage >= 2)
+            if (stage >= 2 && micro_steps > 1 && !device_accum)
                 for (int k = 0; k < 2; k++)
                     host_staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H,
                                                             "grads_landing_host" + std::to_string(k), false);
@@ -512,16 +534,17 @@ class ZeroEngine {
         mem.set_live(slot.ptr, false);
     }
 
-    // Offload, stages 2-3: copy the reduced slice (in comm_buffer) down to a host
-    // staging slice, then add it into the host gradient slice once it is there.
-    void accumulate_on_host(T* host_slice, size_t n, bool overwrite) {
+    // Offload, stages 2-3, micro-steps after the first: copy the reduced slice (in
+    // comm_buffer) down to a host staging slice, then add it into the host
+    // gradient slice once it is there.
+    void accumulate_on_host(T* host_slice, size_t n) {
         int k = next_staging;
         next_staging ^= 1;
         if (staging_used[k]) host_tasks.wait(staging_task[k]);  // its previous slice has been added
         T* staging = host_staging[k];
         device_copy(staging, comm_buffer, n * sizeof(T), comm_stream);
         event_record(staging_ready[k], comm_stream);
-        staging_task[k] = host_tasks.submit(staging_ready[k], [=] { accumulate_cpu(host_slice, staging, n, overwrite); });
+        staging_task[k] = host_tasks.submit(staging_ready[k], [=] { accumulate_cpu(host_slice, staging, n, false); });
         staging_used[k] = true;
     }
 
@@ -582,8 +605,8 @@ class ZeroEngine {
 
     void finish_step() {
         if (grads_live) mem.set_live(grads_full, false);
-        T* held = offload_optimizer ? host_grads : stage >= 2 ? grad_shard : nullptr;
-        if (shard_grads_live && held) mem.set_live(held, false);
-        grads_live = shard_grads_live = false;
+        if (device_grads_live) mem.set_live(grad_shard, false);
+        if (host_grads_live) mem.set_live(host_grads, false);
+        grads_live = device_grads_live = host_grads_live = false;
     }
 };

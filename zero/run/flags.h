@@ -82,6 +82,10 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "none | cpu: fp32 master, Adam moments and gradient slices in host memory, CPU AdamW (stages 1-3)"),
         flag(nullptr, "--offload_param", &O::offload_param,
              "none | cpu: stage 3's parameter slices in host memory (needs --offload_optimizer cpu)"),
+        flag(nullptr, "--offload_grad_accum", &O::offload_grad_accum,
+             "host | device: with --offload_optimizer cpu at stages 2-3 and several micro-steps, add each "
+             "micro-step's gradient slices on the host, or on the device (s*Psi/N more device memory; one copy "
+             "down per step); one micro-step: no difference"),
         flag(nullptr, "--offload_activations", &O::offload_activations,
              "1: with -r 2, keep each layer's saved input in host memory"),
         flag(nullptr, "--device_memory", &O::device_memory_mib,

@@ -48,6 +48,7 @@ struct RunSetup {
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
+    bool offload_grad_accum_device = false;  // --offload_grad_accum device
     LaunchEnv launch;
 
     MemoryQuery memory_query(const TrainOptions& o) const {
@@ -64,6 +65,7 @@ struct RunSetup {
         q.micro_steps = micro_steps;
         q.offload_optimizer = offload_optimizer;
         q.offload_param = offload_param;
+        q.offload_grad_accum_device = offload_grad_accum_device;
         q.offload_activations = offload_activations;
         q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads);
         return q;
@@ -74,6 +76,7 @@ struct RunSetup {
         z.micro_steps = micro_steps;
         z.offload_optimizer = offload_optimizer;
         z.offload_param = offload_param;
+        z.grad_accum_on_device = offload_grad_accum_device;
         z.seed = o.seed;
         z.cpu_threads = cpu_threads_per_rank();
         return z;
@@ -81,6 +84,20 @@ struct RunSetup {
     // the threads of this process, shared by the ranks it runs
     int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
 };
+
+// The run header's line on where an offloaded run's gradients add up between
+// micro-steps; empty without optimizer offload.
+inline std::string offload_grad_accum_text(const TrainOptions& o, const RunSetup& r) {
+    if (!r.offload_optimizer) return "";
+    std::string s = "optimizer offload: ";
+    if (o.zero_stage < 2)
+        return s + "gradients accumulate on the device (stage 1's full buffer); its slices go to the host once per step";
+    if (r.micro_steps == 1) return s + "one micro-step: each reduced gradient slice goes straight to the host";
+    if (r.offload_grad_accum_device)
+        return s + "gradients accumulate on the device (--offload_grad_accum device); each slice goes to the host "
+                   "once per step";
+    return s + "gradients accumulate on the host (--offload_grad_accum host); every micro-step's slices go down";
+}
 
 // The engine's other configs, straight from the options (whose defaults are the
 // only ones: zero/run/options.h).
@@ -204,6 +221,12 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_optimizer cpu needs ZeRO stage 1, 2 or 3 (stage 0 keeps every state on every rank)");
     CHECK(!r.offload_param || (o.zero_stage == 3 && r.offload_optimizer),
           "--offload_param cpu needs -z 3 and --offload_optimizer cpu (the CPU updates the slices it holds)");
+    CHECK(o.offload_grad_accum == "host" || o.offload_grad_accum == "device",
+          "--offload_grad_accum must be host or device (got '%s')", o.offload_grad_accum.c_str());
+    r.offload_grad_accum_device = o.offload_grad_accum == "device";
+    CHECK(!r.offload_grad_accum_device || r.offload_optimizer,
+          "--offload_grad_accum device needs --offload_optimizer cpu (without offload gradients always accumulate "
+          "on the device)");
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
     ParamLayout layout(r.cfg, r.tp);
