@@ -323,6 +323,11 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
                 if (r != rank) continue;
                 print_memory_line(rank, phases, predicted, mem, comm.stats, used,
                                   tensor_group ? &tensor_group->stats : nullptr);
+                if (run.offload_optimizer) {
+                    const auto& t = zero.offload_times;
+                    print_offload_line(rank, t.device_ms, t.host_adds_ms, t.norm_ms, t.adamw_ms,
+                                       zero.optimizer_numel());
+                }
                 if (o.output_dir.empty()) continue;
                 std::string suffix = "_rank" + std::to_string(rank) + ".csv";
                 append_memory_csv(o.output_dir + "/mem_report" + suffix, step + 1, rank, phases, predicted, mem, used);

@@ -53,8 +53,11 @@ train() {
     avg=$(grep -m 1 "average step time" "$OUT/runs/$name.log" | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/')
     mfu=$(grep "MFU" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*MFU +([0-9.]+)%.*/\1/')
     mem=$(grep "mem rank 0 device" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*peak +([0-9.]+).*/peak \1 MiB/')
+    # offloaded runs: where the last step's host time went (device wait, host adds, norm, CPU AdamW)
+    off=$(grep "offload rank 0" "$OUT/runs/$name.log" | tail -n 1 |
+        sed -E 's/.*device ([0-9.]+) ms.*after it ([0-9.]+) ms.*norm ([0-9.]+) ms.*AdamW ([0-9.]+) ms.*/; host ms: device \1, adds \2, norm \3, AdamW \4/')
     if [ $rc -ne 0 ]; then row "$name" "FAILED ($rc): $(grep -m 1 -iE 'error|fail' "$OUT/runs/$name.log")"
-    else row "$name" "${avg:-?} tok/s, MFU ${mfu:-?}%, $mem"; fi
+    else row "$name" "${avg:-?} tok/s, MFU ${mfu:-?}%, $mem$off"; fi
 }
 tokps() { grep -m 1 "average step time" "$OUT/runs/$1.log" 2>/dev/null | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else printf "?" }'; }

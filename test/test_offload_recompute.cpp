@@ -104,6 +104,19 @@ int main(int argc, char** argv) {
                            host.output.find("gradients accumulate on the host") != std::string::npos,
                        "%s: the headers do not say where gradients accumulate:\n%s", name.c_str(),
                        device.output.c_str());
+                // the per-step line on where an offloaded step's host time went: one per
+                // rank per step, and none without offload
+                auto count = [](const std::string& text, const std::string& what) {
+                    size_t k = 0;
+                    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) k++;
+                    return k;
+                };
+                const std::string line = " | waiting for the device ";
+                EXPECT(count(host.output, line) == (size_t)(accum_steps * n) &&
+                           count(device.output, line) == (size_t)(accum_steps * n) && count(plain.output, line) == 0,
+                       "%s: expected %d offload timing lines per offloaded run, got %zu and %zu (%zu without offload)",
+                       name.c_str(), accum_steps * n, count(host.output, line), count(device.output, line),
+                       count(plain.output, line));
                 for (const RunResult* r : {&host, &device}) {
                     const char* where = r == &host ? "host" : "device";
                     EXPECT(r->train_losses.size() == (size_t)accum_steps && r->train_losses == plain.train_losses,

@@ -45,6 +45,7 @@
 // and counts the replicated ones once.
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -58,6 +59,17 @@
 #include "zero/base/rng.h"
 #include "zero/layout/shard_plan.h"
 #include "zero/engine/unit_slots.h"
+
+// Milliseconds of host wall time since the last lap.
+struct HostClock {
+    std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+    double lap() {
+        auto now = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(now - t).count();
+        t = now;
+        return ms;
+    }
+};
 
 struct ZeroConfig {
     int stage = 1;
@@ -147,6 +159,16 @@ class ZeroEngine {
     Comm* const tensor;  // the tensor group, or null
     const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
+
+    // Optimizer offload: where the last step's host time went, in the order the
+    // step spends it (milliseconds of this rank's thread). device: waiting for
+    // backward and the gradients' copies down to finish; host_adds: host-side
+    // accumulation still running after that; norm: the sum of squares over the
+    // host gradients; adamw: the CPU AdamW (the uploads after each unit overlap
+    // it). What a step takes beyond these is the device's own work.
+    struct OffloadTimes {
+        double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0;
+    } offload_times;
 
     // ---------------------------------------------------------------------
     // Parameters: initialisation and loading.
@@ -308,10 +330,14 @@ class ZeroEngine {
     // The optimizer step: global norm from the slices, clip, unscale, AdamW on
     // this rank's pieces, then (stages 1, 2) all-gather the new parameters.
     StepResult step(float lr, const OptimizerConfig& oc, float loss_scale) {
+        HostClock clock;
+        offload_times = OffloadTimes{};
         stream_wait(ctx.stream, comm_done);  // all gradient collectives are complete
         if (offload_optimizer) {             // and every slice has arrived on the host
             stream_sync(comm_stream);
+            offload_times.device_ms = clock.lap();
             host_tasks.drain();
+            offload_times.host_adds_ms = clock.lap();
         }
 
         // sum of squares over the slices this rank owns, in every stage (stage 0
@@ -328,6 +354,7 @@ class ZeroEngine {
             else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
         }
         if (!offload_optimizer) copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
+        if (offload_optimizer) offload_times.norm_ms = clock.lap();
         double local = 0.0;
         for (size_t i = 0; i < partials.size(); i++)
             if (!counted_elsewhere(norm_pieces[i])) local += partials[i];
@@ -352,8 +379,13 @@ class ZeroEngine {
         s.bias_correction1 = 1.0f - powf(oc.beta1, (float)adam_t);
         s.bias_correction2 = 1.0f - powf(oc.beta2, (float)adam_t);
         s.rounding_seed = rounding_seed(adam_t);
-        if (offload_optimizer) step_on_host(s, oc);
-        else step_on_device(s, oc);
+        if (offload_optimizer) {
+            clock.lap();  // (the norm's all-reduce is not the CPU AdamW's)
+            step_on_host(s, oc);
+            offload_times.adamw_ms = clock.lap();
+        } else {
+            step_on_device(s, oc);
+        }
         finish_step();
         return result;
     }

@@ -39,6 +39,16 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
     fflush(stdout);
 }
 
+// Optimizer offload: where the step's host time went (ZeroEngine::OffloadTimes),
+// and the CPU AdamW's rate over the n parameters this rank updates.
+inline void print_offload_line(int rank, double device_ms, double host_adds_ms, double norm_ms, double adamw_ms,
+                               size_t n) {
+    printf("  offload rank %d | waiting for the device %.1f ms | host adds after it %.1f ms | norm %.1f ms | "
+           "CPU AdamW %.1f ms (%.2f G params/s)\n",
+           rank, device_ms, host_adds_ms, norm_ms, adamw_ms, adamw_ms > 0 ? n / (adamw_ms * 1e6) : 0.0);
+    fflush(stdout);
+}
+
 // Rows step,rank,phase,arena,<live bytes per kind>,live_total,predicted_total,peak,reserved,device_used
 inline void append_memory_csv(const std::string& path, int step, int rank, const PhaseMemory& m,
                               const MemoryPrediction& pred, const MemoryAccountant& mem, size_t device_used) {
