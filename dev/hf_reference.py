@@ -46,7 +46,13 @@ def read_safetensors(path):
 def transformers_logits(hf_dir, idx):
     from transformers import GPT2LMHeadModel
 
-    model = GPT2LMHeadModel.from_pretrained(hf_dir, torch_dtype=torch.float32).eval()
+    # fp32 whatever the file's dtype; the keyword is `dtype` since transformers
+    # 4.56 (`torch_dtype` before, deprecated after)
+    try:
+        model = GPT2LMHeadModel.from_pretrained(hf_dir, dtype=torch.float32)
+    except TypeError:
+        model = GPT2LMHeadModel.from_pretrained(hf_dir, torch_dtype=torch.float32)
+    model.eval()
     with torch.no_grad():
         return model(idx).logits
 
