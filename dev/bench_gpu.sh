@@ -72,7 +72,8 @@ Minutes per section as measured on an H100 on 2026-11-23 (dev/gpu_notes.md):
 preflight 1.2, tests 3.5, kernels 1.5, llmc 0.6, sanitize 7 (racecheck
 alone ~3), offload ~6 (was 9.3 before its d48 runs were cut to 6 steps),
 largest 8+, homework 1.5, memory 2.7, interop ~6 (make reproduce at most 5).
-A call may run 10 minutes: wrap the sections in `timeout 570` and `pack` after.
+A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
+under one time limit, then `pack`, and prints the summary last:
   call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize
   call 2   dev/bench_gpu.sh offload interop
   call 3   dev/bench_gpu.sh largest homework
