@@ -105,6 +105,11 @@ void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t
     if (print) printf("\n");
 }
 
+// cudaMemGetInfo's used bytes once the CUDA context is open and before the run
+// allocates anything (set in main; 0 in the CPU build): the memory report sets
+// the growth since then beside the accountant's reserved bytes.
+static size_t device_used_at_start = 0;
+
 inline size_t device_memory_used() {
 #ifdef ZERO_CUDA
     size_t free_b = 0, total_b = 0;
@@ -322,7 +327,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
                 world_comm.barrier();
                 if (r != rank) continue;
                 print_memory_line(rank, phases, predicted, mem, comm.stats, used,
-                                  tensor_group ? &tensor_group->stats : nullptr);
+                                  tensor_group ? &tensor_group->stats : nullptr, device_used_at_start);
                 if (run.offload_optimizer) {
                     const auto& t = zero.offload_times;
                     print_offload_line(rank, t.device_ms, t.host_adds_ms, t.norm_ms, t.adamw_ms,
@@ -407,7 +412,8 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    refuse_if_too_big(o, run);
+    refuse_if_too_big(o, run);  // (its cudaMemGetInfo opens the CUDA context)
+    device_used_at_start = device_memory_used();
     if (run.launch.rank == 0) claim_output_dir(o.output_dir, o.resume != 0, o.overwrite != 0);
     switch (run.dtype) {
         case DType::F32: run_world<float>(o, run); break;

@@ -198,8 +198,9 @@ memory)
               split(f, F, " "); split(b, B, " "); split(st, S, " ")
               match($0, /reserved +[0-9.]+/); res = substr($0, RSTART + 9, RLENGTH - 9) + 0
               match($0, /device used +[0-9.]+/); used = substr($0, RSTART + 12, RLENGTH - 12) + 0
-              printf "  fwd %.1f/%.1f bwd %.1f/%.1f step %.1f/%.1f (measured/predicted MiB); reserved %.1f, cudaMemGetInfo used %.1f, difference %.1f MiB\n",
-                     F[1], F[2], B[1], B[2], S[1], S[2], res, used, used - res }' | tee -a "$OUT/memory.txt"
+              grown = -1; if (match($0, /[+-][0-9.]+ since start-up/)) grown = substr($0, RSTART, RLENGTH - 15) + 0
+              printf "  fwd %.1f/%.1f bwd %.1f/%.1f step %.1f/%.1f (measured/predicted MiB); reserved %.1f, cudaMemGetInfo used %.1f (difference %.1f), grown since start-up %.1f (beyond reserved %.1f) MiB\n",
+                     F[1], F[2], B[1], B[2], S[1], S[2], res, used, used - res, grown, grown - res }' | tee -a "$OUT/memory.txt"
     done; done
     ;;
 scale)

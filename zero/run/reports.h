@@ -16,9 +16,12 @@ struct PhaseMemory {
 };
 
 // comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one.
+// device_used: cudaMemGetInfo's used bytes now (0: not a GPU); device_used_at_start:
+// the same before the run allocated anything (the CUDA context already open), so
+// that the growth since then can be set beside what the accountant reserved.
 inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPrediction& pred,
                               const MemoryAccountant& mem, const CommStats& comm, size_t device_used,
-                              const CommStats* tensor = nullptr) {
+                              const CommStats* tensor = nullptr, size_t device_used_at_start = 0) {
     const double MiB = 1048576.0;
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
@@ -28,7 +31,11 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
                rank, arena_name(arena), m.forward.total(arena) / MiB, pred.after_forward.total(arena) / MiB,
                m.backward.total(arena) / MiB, pred.after_backward.total(arena) / MiB, m.step.total(arena) / MiB,
                pred.after_step.total(arena) / MiB, mem.peak_live(arena) / MiB, mem.reserved_bytes().total(arena) / MiB);
-        if (arena == Arena::Device && device_used) printf(" | device used %.2f MiB", device_used / MiB);
+        if (arena == Arena::Device && device_used) {
+            printf(" | device used %.2f MiB", device_used / MiB);
+            if (device_used_at_start)
+                printf(" (%+.2f since start-up)", ((double)device_used - (double)device_used_at_start) / MiB);
+        }
         if (arena == Arena::Device)
             printf(" | comm sent %.2f MiB recv %.2f MiB", comm.bulk_sent() / MiB, comm.bulk_recv() / MiB);
         if (arena == Arena::Device && tensor)
