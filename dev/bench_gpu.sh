@@ -76,8 +76,8 @@ A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
 under one time limit, then `pack`, and prints the summary last:
   call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize
   call 2   dev/bench_gpu.sh offload memory
-  (interop, scale, kernels, llmc: a fourth call where time is left)
   call 3   dev/bench_gpu.sh largest homework
+  (interop, scale, kernels, llmc: a fourth call where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine (~1 min) and
 must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool
