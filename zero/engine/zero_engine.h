@@ -430,6 +430,7 @@ class ZeroEngine {
             host.resize(p.numel);
             rounded.resize(p.numel);
             copy_to_host(host.data(), master + p.shard_offset, p.numel * sizeof(float));
+#pragma omp parallel for schedule(static)
             for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, p.full_offset + i);
             copy_to_device(own_params(p), rounded.data(), p.numel * sizeof(T));
         }
@@ -630,6 +631,8 @@ class ZeroEngine {
         uint64_t rs = rounding_seed(0);
         size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
         std::vector<T> rounded(n);
+        // element by element, keyed by position: the same bits on any number of threads
+#pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++) rounded[i] = round_param<T>(values[begin + i], rs, F + begin + i);
         T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
         copy_to_device(dst, rounded.data(), n * sizeof(T));
