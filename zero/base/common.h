@@ -1,5 +1,5 @@
 // Small utilities shared by every part of the trainer: one-line fatal errors,
-// checked file I/O and atomic file replacement.
+// a host wall clock, checked file I/O and atomic file replacement.
 //
 // Errors are user-facing: a single line on stderr that says what was wrong and
 // where, then exit code 1. No stack traces, no abort(). The emulated backend runs
@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -63,6 +64,18 @@ struct Refusal : std::runtime_error {
     do {                                 \
         if (!(cond)) fail(__VA_ARGS__);  \
     } while (0)
+
+// Host wall time since the clock started or since its last lap.
+struct HostClock {
+    std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
+    double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); }
+    double lap() {  // milliseconds, and start again
+        auto now = std::chrono::steady_clock::now();
+        double ms = std::chrono::duration<double, std::milli>(now - t).count();
+        t = now;
+        return ms;
+    }
+};
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }

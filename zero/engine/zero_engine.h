@@ -45,7 +45,6 @@
 // and counts the replicated ones once.
 #pragma once
 
-#include <chrono>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -60,15 +59,14 @@
 #include "zero/layout/shard_plan.h"
 #include "zero/engine/unit_slots.h"
 
-// Milliseconds of host wall time since the last lap.
-struct HostClock {
-    std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now();
-    double lap() {
-        auto now = std::chrono::steady_clock::now();
-        double ms = std::chrono::duration<double, std::milli>(now - t).count();
-        t = now;
-        return ms;
-    }
+// Optimizer offload: where a step's host time went, in the order the step
+// spends it (milliseconds of the rank's thread). device: waiting for backward
+// and the gradients' copies down to finish; host_adds: host-side accumulation
+// still running after that; norm: the sum of squares over the host gradients;
+// adamw: the CPU AdamW (the uploads after each unit overlap it). What a step
+// takes beyond these is the device's own work.
+struct OffloadTimes {
+    double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0;
 };
 
 struct ZeroConfig {
@@ -160,15 +158,7 @@ class ZeroEngine {
     const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
-    // Optimizer offload: where the last step's host time went, in the order the
-    // step spends it (milliseconds of this rank's thread). device: waiting for
-    // backward and the gradients' copies down to finish; host_adds: host-side
-    // accumulation still running after that; norm: the sum of squares over the
-    // host gradients; adamw: the CPU AdamW (the uploads after each unit overlap
-    // it). What a step takes beyond these is the device's own work.
-    struct OffloadTimes {
-        double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0;
-    } offload_times;
+    OffloadTimes offload_times;  // optimizer offload: the last step's host phases
 
     // ---------------------------------------------------------------------
     // Parameters: initialisation and loading.

@@ -5,7 +5,6 @@
 //   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework]
 //                   [--model d12] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
 //                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -91,7 +90,7 @@ static Args parse_args(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     Args a = parse_args(argc, argv);
-    auto t0 = std::chrono::steady_clock::now();
+    HostClock clock;
     make_dir(a.out);
     make_dir(a.out + "/runs");
     auto has = [&](const char* part) { return a.parts.find(part) != std::string::npos; };
@@ -124,7 +123,7 @@ int main(int argc, char** argv) {
         std::vector<HomeworkResult> res = run_homework(a.homework, a.out, notes, progress);
         write_homework(a.homework, res, notes, a.out, rep);
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double secs = clock.seconds();
     rep.md += fmt("Total wall time: %.0f s.\n", secs);
     rep.save(a.out + "/report.md");
     printf("report: %s/report.md (%.0f s)\n", a.out.c_str(), secs);

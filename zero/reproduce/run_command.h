@@ -2,7 +2,6 @@
 // log file, its exit status and wall time returned.
 #pragma once
 
-#include <chrono>
 #include <cstdlib>
 #include <string>
 
@@ -29,9 +28,9 @@ inline std::string read_text_file(const std::string& path) {
 
 inline CommandRun run_logged(const std::string& command, const std::string& log_path) {
     CommandRun r;
-    auto t0 = std::chrono::steady_clock::now();
+    HostClock clock;
     int raw = std::system((command + " > '" + log_path + "' 2>&1").c_str());
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.seconds = clock.seconds();
     r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     r.output = read_text_file(log_path);
     return r;

@@ -3,12 +3,12 @@
 // uses (cuBLASLt on the GPU, gemm_cpu on the CPU build), best of a few runs.
 #pragma once
 
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "zero/base/common.h"
 #include "zero/base/dtype.h"
 #include "zero/base/rng.h"
 
@@ -32,10 +32,10 @@ double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {
     double best = 0.0;
     for (int rep = 0; rep < 4; rep++) {
         stream_sync(ctx.stream);
-        auto t0 = std::chrono::steady_clock::now();
+        HostClock clock;
         matmul_forward(ctx, c, a, b, (const T*)nullptr, n, n, n, (T*)nullptr);
         stream_sync(ctx.stream);
-        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        double s = clock.seconds();
         if (rep > 0) best = std::max(best, 2.0 * n * n * (double)n / s);  // the first run warms up
     }
     device_free(a);

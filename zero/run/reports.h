@@ -10,6 +10,7 @@
 #include "zero/base/common.h"
 #include "zero/base/memory.h"
 #include "zero/engine/memory_predictor.h"
+#include "zero/engine/zero_engine.h"
 
 struct PhaseMemory {
     MemCounts forward, backward, step;  // live bytes at the end of each phase
@@ -46,13 +47,12 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
     fflush(stdout);
 }
 
-// Optimizer offload: where the step's host time went (ZeroEngine::OffloadTimes),
-// and the CPU AdamW's rate over the n parameters this rank updates.
-inline void print_offload_line(int rank, double device_ms, double host_adds_ms, double norm_ms, double adamw_ms,
-                               size_t n) {
+// Optimizer offload: where the step's host time went, and the CPU AdamW's rate
+// over the n parameters this rank updates.
+inline void print_offload_line(int rank, const OffloadTimes& t, size_t n) {
     printf("  offload rank %d | waiting for the device %.1f ms | host adds after it %.1f ms | norm %.1f ms | "
            "CPU AdamW %.1f ms (%.2f G params/s)\n",
-           rank, device_ms, host_adds_ms, norm_ms, adamw_ms, adamw_ms > 0 ? n / (adamw_ms * 1e6) : 0.0);
+           rank, t.device_ms, t.host_adds_ms, t.norm_ms, t.adamw_ms, t.adamw_ms > 0 ? n / (t.adamw_ms * 1e6) : 0.0);
     fflush(stdout);
 }
 

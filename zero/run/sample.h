@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -84,7 +83,7 @@ void run_sample(const TrainOptions& o) {
             source.description.c_str(), describe_config(cfg).c_str(), dtype_name(dtype_of<T>::value), tokens.size(),
             o.temperature, o.top_k, o.seed);
 
-    const auto t0 = std::chrono::steady_clock::now();
+    const HostClock clock;
     run_emulated_ranks(1, [&](int rank, EmulatedWorld& world) {
         KernelCtx comm_ctx;
         EmulatedComm comm(world, rank, comm_ctx);
@@ -111,6 +110,6 @@ void run_sample(const TrainOptions& o) {
         printf("\n");
         destroy_kernel_ctx(ctx);
     });
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = clock.seconds();
     fprintf(stderr, "sampled %d tokens in %.2f s (%.1f tokens/s)\n", n_new, s, n_new / s);
 }
