@@ -139,7 +139,7 @@ kernels)
     make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
     (cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce vocab_parallel attention; do
         echo "=== $p"; timeout 120 ./$p 2>&1; done) >"$OUT/kernels.log"
-    grep -E "===|FAIL|GB/s|TF/s|copy|warm" "$OUT/kernels.log" | head -n 80
+    grep -E "===|FAIL|GB/s|TF/s|copy|warm|column sums" "$OUT/kernels.log" | head -n 160
     grep -E "of copy|% of" "$OUT/kernels.log" | while read -r line; do row "kernel" "$line"; done
     section "attention: ours against PyTorch SDPA (B 8, T 1024, 12 heads, hs 64, bf16)"
     timeout 120 python3 dev/bench_sdpa.py 8 1024 12 64 >"$OUT/sdpa.log" 2>&1

@@ -21,7 +21,7 @@
                                                        const T*, const T*, const T*, int, int);                  \
     P template void residual_forward_cuda<T>(const KernelCtx&, T*, const T*, const T*, size_t);                   \
     P template void layernorm_backward_cuda<T>(const KernelCtx&, T*, T*, T*, const T*, const T*, const T*,        \
-                                               const float*, const float*, int, int);
+                                               const float*, const float*, int, int, int, int);
 
 #define ZERO_MATMUL_INSTANCE(P, T)                                                                                \
     P template void matmul_forward_cuda<T>(const KernelCtx&, T*, const T*, const T*, const T*, int, int, int, T*); \

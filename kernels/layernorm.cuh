@@ -235,15 +235,15 @@ void residual_forward_cuda(const KernelCtx& ctx, T* out, const T* a, const T* b,
 // zeroed itself. S = 32 * P * X (>= C; the extra slots stay 0). The scalar
 // kernel uses slot c for channel c (also lane-owned: c % 32 == lane).
 inline int ln_bwd_slots(int C, int P, int X) { return P > 0 ? 32 * P * X : C; }
-// Warps per block: up to 8, within ~100 KiB of shared memory.
-inline int ln_bwd_warps(int slots) {
+// Warps per block: up to max_warps (8 in the trainer), within ~100 KiB of shared memory.
+inline int ln_bwd_warps(int slots, int max_warps = 8) {
     long w = (100L * 1024) / (2L * slots * (long)sizeof(float));
-    return (int)(w < 1 ? 1 : w > 8 ? 8 : w);
+    return (int)(w < 1 ? 1 : w > max_warps ? max_warps : w);
 }
-// Blocks of the backward grid (= rows of partial sums).
-inline int ln_bwd_blocks(int N, int warps) {
+// Blocks of the backward grid (= rows of partial sums), at most max_blocks.
+inline int ln_bwd_blocks(int N, int warps, int max_blocks = LN_BWD_BLOCKS) {
     int need = cdiv(N, warps);
-    return need < LN_BWD_BLOCKS ? (need < 1 ? 1 : need) : LN_BWD_BLOCKS;
+    return need < max_blocks ? (need < 1 ? 1 : need) : max_blocks;
 }
 
 // P > 0: packed, register-cached rows; P == 0: scalar, re-reading.
@@ -355,16 +355,20 @@ __global__ void layernorm_backward_kernel(T* dinp, float* __restrict__ partials,
     }
 }
 
+// max_blocks, max_warps: caps on the grid. The trainer keeps the defaults (the
+// workspace formula counts LN_BWD_BLOCKS rows of partials); the workbench
+// sweeps them to time other grids, with a workspace of max_blocks x 2C floats.
 template <typename T>
 void layernorm_backward_cuda(const KernelCtx& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                             const T* weight, const float* mean, const float* rstd, int N, int C) {
+                             const T* weight, const float* mean, const float* rstd, int N, int C,
+                             int max_blocks = LN_BWD_BLOCKS, int max_warps = 8) {
     if (N == 0 || C == 0) return;
     constexpr int X = Packed128<T>::size;
     const bool vec = C % X == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
     const int P = vec ? ln_pick_packs(C / X) : 0;
     const int S = ln_bwd_slots(C, P, X);
-    const int W = ln_bwd_warps(S);
-    const int nb = ln_bwd_blocks(N, W);
+    const int W = ln_bwd_warps(S, max_warps);
+    const int nb = ln_bwd_blocks(N, W, max_blocks);
     float* partials = (float*)workspace_take(ctx, (size_t)nb * 2 * C * sizeof(float), "layernorm_backward");
     const size_t smem = (size_t)W * 2 * S * sizeof(float);
 #define ZERO_LN_BWD_CASE(PP)                                                                                   \

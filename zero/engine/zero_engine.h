@@ -28,7 +28,9 @@
 // staging slice and a host thread adds it, reading 2 and writing 1 compute-dtype
 // element per parameter per micro-step) or, with grad_accum_on_device, add into
 // a device gradient shard as without offload (s Psi / N more device bytes) and
-// copy each unit's slice down once, at the last micro-step.
+// copy each unit's slice down once, at the last micro-step. Either way a host
+// task takes the unit's sums of squares for the gradient norm as soon as its
+// final slice is there, so the norm is ready when backward ends.
 //
 // Streams: kernels run on the compute stream; collectives and copies on the
 // comm stream. They are ordered by events only. Gradient accumulation: stages
@@ -45,6 +47,7 @@
 // and counts the replicated ones once.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -61,8 +64,9 @@
 
 // Optimizer offload: where a step's host time went, in the order the step
 // spends it (milliseconds of the rank's thread). device: waiting for backward
-// and the gradients' copies down to finish; host_adds: host-side accumulation
-// still running after that; norm: the sum of squares over the host gradients;
+// and the gradients' copies down to finish; host_adds: host tasks still
+// running after that (the accumulation, and each unit's sums of squares for
+// the norm, queued as its final slice lands); norm: adding those up;
 // adamw: the CPU AdamW (the uploads after each unit overlap it). What a step
 // takes beyond these is the device's own work.
 struct OffloadTimes {
@@ -128,7 +132,15 @@ class ZeroEngine {
         for (Event& e : staging_ready) e = event_create();
         pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
         norm_pieces = plan.pieces_of_rank(rank);
-        if (offload_optimizer) cpu_adam = std::make_unique<CpuAdamW>(cfg.cpu_threads);
+        if (offload_optimizer) {
+            cpu_adam = std::make_unique<CpuAdamW>(cfg.cpu_threads);
+            unit_on_host.resize(plan.num_units());
+            for (Event& e : unit_on_host) e = event_create();
+            norm_pieces_of_unit.resize(plan.num_units());
+            for (size_t i = 0; i < norm_pieces.size(); i++) norm_pieces_of_unit[norm_pieces[i].unit].push_back(i);
+            host_norm_partials.assign(norm_pieces.size(), 0.0f);
+            host_norm_taken.assign(plan.num_units(), 0);
+        }
         allocate();
     }
     ~ZeroEngine() {
@@ -136,6 +148,7 @@ class ZeroEngine {
         param_slots.reset();
         grad_slots.reset();
         for (Event& e : staging_ready) event_destroy(e);
+        for (Event& e : unit_on_host) event_destroy(e);
         event_destroy(compute_done);
         event_destroy(comm_done);
         stream_destroy(comm_stream);
@@ -313,6 +326,14 @@ class ZeroEngine {
             host_grads_live = true;
             mem.set_live(host_grads, true);
         }
+        if (offload_optimizer && last) {
+            // the unit's final slice is on its way to host_grads (after the host
+            // add queued above, if any): its share of the norm is host work that
+            // can run during the rest of backward instead of in step()
+            event_record(unit_on_host[u], comm_stream);
+            host_norm_taken[u] = 1;
+            host_tasks.submit(unit_on_host[u], [this, u] { host_sumsq_of_unit(u); });
+        }
         event_record(comm_done, comm_stream);
     }
 
@@ -331,20 +352,23 @@ class ZeroEngine {
         }
 
         // sum of squares over the slices this rank owns, in every stage (stage 0
-        // too), so the norm has the same bits whatever the stage
+        // too), so the norm has the same bits whatever the stage. With offload
+        // the host tasks queued by grads_done have taken them unit by unit.
         std::vector<float> partials(norm_pieces.size());
-        for (size_t i = 0; i < norm_pieces.size(); i++) {
-            const ShardPiece& p = norm_pieces[i];
-            if (counted_elsewhere(p)) {
-                partials[i] = 0.0f;
-                continue;
+        if (offload_optimizer) {
+            for (int u = 0; u < plan.num_units(); u++)
+                if (!host_norm_taken[u]) host_sumsq_of_unit(u);
+            partials = host_norm_partials;
+            offload_times.norm_ms = clock.lap();
+        } else {
+            for (size_t i = 0; i < norm_pieces.size(); i++) {
+                const ShardPiece& p = norm_pieces[i];
+                if (counted_elsewhere(p)) partials[i] = 0.0f;
+                else if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
+                else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
             }
-            if (offload_optimizer) partials[i] = (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
-            else if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
-            else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
+            copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         }
-        if (!offload_optimizer) copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
-        if (offload_optimizer) offload_times.norm_ms = clock.lap();
         double local = 0.0;
         for (size_t i = 0; i < partials.size(); i++)
             if (!counted_elsewhere(norm_pieces[i])) local += partials[i];
@@ -469,6 +493,10 @@ class ZeroEngine {
     T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output (the shard itself with offload_param)
     T* host_staging[2] = {};        // stages 2-3, accumulating on the host: two slices where reduced slices land
     Event staging_ready[2] = {};
+    std::vector<Event> unit_on_host;              // (units): a unit's final slice is copied to host_grads
+    std::vector<std::vector<size_t>> norm_pieces_of_unit;  // indices into norm_pieces
+    std::vector<float> host_norm_partials;        // (norm_pieces): sums of squares of the host gradients
+    std::vector<char> host_norm_taken;            // (units): host_norm_partials of the unit are queued this step
     uint64_t staging_task[2] = {};  // the host task that last read each staging slice
     bool staging_used[2] = {};
     int next_staging = 0;
@@ -515,6 +543,15 @@ class ZeroEngine {
     // the norm counts it on the group's rank 0 only.
     bool counted_elsewhere(const ShardPiece& p) const {
         return tensor && tp_rank != 0 && layout.tp_replicated(p.tensor_id);
+    }
+
+    // Optimizer offload: the sums of squares of unit u's pieces over their final
+    // host gradients (a replicated tensor on a tensor rank other than 0 counts 0).
+    void host_sumsq_of_unit(int u) {
+        for (size_t i : norm_pieces_of_unit[u]) {
+            const ShardPiece& p = norm_pieces[i];
+            host_norm_partials[i] = counted_elsewhere(p) ? 0.0f : (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
+        }
     }
 
     // Where this rank's compute-dtype copy of piece p lives.
@@ -633,5 +670,6 @@ class ZeroEngine {
         if (device_grads_live) mem.set_live(grad_shard, false);
         if (host_grads_live) mem.set_live(host_grads, false);
         grads_live = device_grads_live = host_grads_live = false;
+        std::fill(host_norm_taken.begin(), host_norm_taken.end(), 0);
     }
 };
