@@ -14,6 +14,8 @@
 #             -z 3 --ranks 2 bf16 (SANITIZE_TOOLS=racecheck: one tool only)
 #   kernels   the workbench timed (GB/s against the device copy, TFLOP/s), and our
 #             attention against PyTorch's scaled_dot_product_attention
+#   layernorm the layernorm workbench alone (part of kernels): bf16 at N 8192 and
+#             16384, and the backward's grid swept to choose LN_BWD_BLOCKS
 #   llmc      the first part of d12 alone: llm.c and ours at B 16 and 64, stage 1
 #   d12       GPT-2 124M side by side with karpathy/llm.c (carried in .carry/llm.c),
 #             B 16 and B 64, stages 0-3, fp16, 4 emulated ranks
@@ -69,12 +71,12 @@ plan)
     cat <<'PLAN'
 A 30-minute GPU session (device time counts from the first call, start-up included).
 Minutes per section as measured on an H100 on 2026-11-23 (dev/gpu_notes.md):
-preflight 1.2, tests 3.5, kernels 1.5, llmc 0.6, sanitize 7 (racecheck
-alone ~3), offload ~6 (was 9.3 before its d48 runs were cut to 6 steps),
+preflight 1.2, tests 3.5, kernels 1.5 (layernorm alone ~0.5), llmc 0.6,
+sanitize 7 (racecheck alone ~3), offload ~6 (was 9.3 before its d48 runs were cut to 6 steps),
 largest 8+, homework 1.5, memory 2.7, interop ~6 (make reproduce at most 5).
 A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
 under one time limit, then `pack`, and prints the summary last:
-  call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize
+  call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
   call 2   dev/bench_gpu.sh offload memory
   call 3   dev/bench_gpu.sh largest homework
   (interop, scale, kernels, llmc: a fourth call where time is left)
@@ -151,6 +153,13 @@ kernels)
             row "attention fwd+bwd ours ${ours} us, SDPA $backend ${theirs} us" \
                 "$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.0f%% of its speed (target >= 80%%)", 100 * b / a }')"
     done
+    ;;
+layernorm)
+    section "layernorm: the workbench, the backward's grid swept"
+    make -C dev/cuda layernorm >"$OUT/layernorm_build.log" 2>&1 || tail -n 20 "$OUT/layernorm_build.log"
+    (cd dev/cuda && timeout 120 ./layernorm 2>&1) >"$OUT/layernorm.log"
+    grep -E "FAIL|of copy|column sums" "$OUT/layernorm.log" | head -n 80
+    grep -E "of copy" "$OUT/layernorm.log" | while read -r line; do row "kernel" "$line"; done
     ;;
 d12|llmc)
     section "d12: GPT-2 124M, T 1024, bf16, one GPU"

@@ -14,7 +14,7 @@ export OUT
 mkdir -p "$OUT"
 LIMIT=${LIMIT:-560}  # seconds for the sections; pack and the summary follow
 case "${1:-}" in
-1) sections=(tests sanitize); export SANITIZE_TOOLS=${SANITIZE_TOOLS:-racecheck} ;;
+1) sections=(tests sanitize layernorm); export SANITIZE_TOOLS=${SANITIZE_TOOLS:-racecheck} ;;
 2) sections=(offload memory) ;;
 3) sections=(largest homework) ;;
 *) echo "usage: $0 1|2|3 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;

@@ -216,6 +216,7 @@ __device__ __forceinline__ float block_reduce_max(float v) {
 // depend on nothing but these constants (not on the device), so results are
 // the same on every GPU model.
 constexpr int LN_BWD_BLOCKS = 256;      // layernorm backward: dweight/dbias partial rows
+constexpr int LN_BWD_MAX_WARPS = 8;     // layernorm backward: warps per block, at most
 constexpr int DBIAS_ROW_CHUNKS = 64;    // matmul backward: dbias partial rows
 constexpr int SUMSQ_BLOCKS = 1024;      // sum of squares: partial sums
 

@@ -235,8 +235,8 @@ void residual_forward_cuda(const KernelCtx& ctx, T* out, const T* a, const T* b,
 // zeroed itself. S = 32 * P * X (>= C; the extra slots stay 0). The scalar
 // kernel uses slot c for channel c (also lane-owned: c % 32 == lane).
 inline int ln_bwd_slots(int C, int P, int X) { return P > 0 ? 32 * P * X : C; }
-// Warps per block: up to max_warps (8 in the trainer), within ~100 KiB of shared memory.
-inline int ln_bwd_warps(int slots, int max_warps = 8) {
+// Warps per block: up to max_warps, within ~100 KiB of shared memory.
+inline int ln_bwd_warps(int slots, int max_warps = LN_BWD_MAX_WARPS) {
     long w = (100L * 1024) / (2L * slots * (long)sizeof(float));
     return (int)(w < 1 ? 1 : w > max_warps ? max_warps : w);
 }
@@ -361,7 +361,7 @@ __global__ void layernorm_backward_kernel(T* dinp, float* __restrict__ partials,
 template <typename T>
 void layernorm_backward_cuda(const KernelCtx& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
                              const T* weight, const float* mean, const float* rstd, int N, int C,
-                             int max_blocks = LN_BWD_BLOCKS, int max_warps = 8) {
+                             int max_blocks = LN_BWD_BLOCKS, int max_warps = LN_BWD_MAX_WARPS) {
     if (N == 0 || C == 0) return;
     constexpr int X = Packed128<T>::size;
     const bool vec = C % X == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);

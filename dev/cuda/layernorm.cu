@@ -13,7 +13,7 @@
 #include "kernels/layernorm.cuh"
 
 // The backward's grid, swept: the trainer runs LN_BWD_BLOCKS blocks of up to
-// 8 warps, which at C 768 leaves ~2 blocks (16 warps) per H100 SM, each warp
+// LN_BWD_MAX_WARPS (8) warps, which at C 768 leaves ~2 blocks (16 warps) per H100 SM, each warp
 // walking N / 2048 rows one after another (bf16: 70% of copy). Each grid here
 // is checked against the CPU twin, then timed whole (both passes: the rows
 // and the column sums of its partial rows, which grow with the blocks) and its
