@@ -61,6 +61,12 @@ train() {
     if [ $rc -ne 0 ]; then row "$name" "FAILED ($rc): $(grep -m 1 -iE 'error|fail' "$OUT/runs/$name.log")"
     else row "$name" "${avg:-?} tok/s, MFU ${mfu:-?}%, $mem$off"; fi
 }
+# workbench programs LOG PROG...: each timed (dev/cuda/PROG, built), its output in LOG
+workbench() {
+    local log=$1
+    shift
+    (cd dev/cuda && for p in "$@"; do echo "=== $p"; timeout 120 ./$p 2>&1; done) >"$log"
+}
 tokps() { grep -m 1 "average step time" "$OUT/runs/$1.log" 2>/dev/null | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else printf "?" }'; }
 mkdir -p "$OUT/runs"
@@ -139,8 +145,7 @@ sanitize)
 kernels)
     section "kernels: the workbench timed"
     make -C dev/cuda -j"$(nproc)" all >/dev/null 2>&1
-    (cd dev/cuda && for p in encoder layernorm matmul gelu classifier adamw reduce vocab_parallel attention; do
-        echo "=== $p"; timeout 120 ./$p 2>&1; done) >"$OUT/kernels.log"
+    workbench "$OUT/kernels.log" encoder layernorm matmul gelu classifier adamw reduce vocab_parallel attention
     grep -E "===|FAIL|GB/s|TF/s|copy|warm|column sums" "$OUT/kernels.log" | head -n 160
     grep -E "of copy|% of" "$OUT/kernels.log" | while read -r line; do row "kernel" "$line"; done
     section "attention: ours against PyTorch SDPA (B 8, T 1024, 12 heads, hs 64, bf16)"
@@ -157,7 +162,7 @@ kernels)
 layernorm)
     section "layernorm: the workbench, the backward's grid swept"
     make -C dev/cuda layernorm >"$OUT/layernorm_build.log" 2>&1 || tail -n 20 "$OUT/layernorm_build.log"
-    (cd dev/cuda && timeout 120 ./layernorm 2>&1) >"$OUT/layernorm.log"
+    workbench "$OUT/layernorm.log" layernorm
     grep -E "FAIL|of copy|column sums" "$OUT/layernorm.log" | head -n 80
     grep -E "of copy" "$OUT/layernorm.log" | while read -r line; do row "kernel" "$line"; done
     ;;

@@ -12,49 +12,6 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/layernorm.cuh"
 
-// The backward's grid, swept: the trainer runs LN_BWD_BLOCKS blocks of up to
-// LN_BWD_MAX_WARPS (8) warps, which at C 768 leaves ~2 blocks (16 warps) per H100 SM, each warp
-// walking N / 2048 rows one after another (bf16: 70% of copy). Each grid here
-// is checked against the CPU twin, then timed whole (both passes: the rows
-// and the column sums of its partial rows, which grow with the blocks) and its
-// column-sum pass alone, so a new LN_BWD_BLOCKS comes from a measurement.
-template <typename T>
-void sweep_backward_grid(Bench& b, const BenchCtx& bc, int N, int C, double copy, const std::vector<T>& ref_dinp,
-                         const std::vector<T>& ref_dw, const std::vector<T>& ref_db, const std::vector<T>& dinp0,
-                         const std::vector<T>& dw0, const std::vector<T>& db0, DevBuf<T>& d_dinp, DevBuf<T>& d_dw,
-                         DevBuf<T>& d_db, const DevBuf<T>& d_dout, const DevBuf<T>& d_inp, const DevBuf<T>& d_w,
-                         const DevBuf<float>& d_mean, const DevBuf<float>& d_rstd) {
-    const int grids[][2] = {{8, 128}, {8, 256}, {8, 384}, {8, 512}, {4, 512}, {4, 1024}, {16, 132}, {16, 264}};
-    const int most_blocks = 1024;
-    DevBuf<float> wide((size_t)most_blocks * 2 * C);  // partial rows of the widest grid
-    KernelCtx ctx = bc.ctx;
-    ctx.workspace = wide.ptr;
-    ctx.workspace_bytes = wide.n * sizeof(float);
-    const double bytes = 4.0 * N * C * sizeof(T) + 8.0 * N;  // as the default grid's line above
-    constexpr int X = Packed128<T>::size;
-    const int S = ln_bwd_slots(C, ln_pick_packs(C / X), X);
-    for (const auto& g : grids) {
-        const int W = ln_bwd_warps(S, g[0]), nb = ln_bwd_blocks(N, W, g[1]);
-        std::string tag = shape_str("[%s] N=%d C=%d, %d warps x %d blocks (%.1f rows/warp)", tname<T>(), N, C, W,
-                                    nb, (double)N / (W * nb));
-        auto run = [&] {
-            layernorm_backward_cuda(ctx, d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr, d_mean.ptr,
-                                    d_rstd.ptr, N, C, g[1], g[0]);
-        };
-        d_dinp.upload(dinp0), d_dw.upload(dw0), d_db.upload(db0);
-        run();
-        check_close(b, "layernorm_backward dinp " + tag, d_dinp.download(), ref_dinp);
-        check_close(b, "layernorm_backward dweight " + tag, d_dw.download(), ref_dw);
-        check_close(b, "layernorm_backward dbias " + tag, d_db.download(), ref_db);
-        double ms = b.time_ms(ctx.stream, run);
-        double fin = b.time_ms(ctx.stream, [&] {
-            finish_column_partials(ctx, d_dw.ptr, d_db.ptr, C, (const float*)ctx.workspace, nb, 2 * C);
-        });
-        print_bw_vs_copy("layernorm_backward " + tag, ms, bytes, copy, 0.80);
-        printf("    of which the column sums of %d partial rows: %.1f us\n", nb, fin * 1e3);
-    }
-}
-
 template <typename T>
 void test_layernorm(Bench& b, int N, int C, bool timed) {
     std::string tag = shape_str("[%s] N=%d C=%d", tname<T>(), N, C);
@@ -135,8 +92,42 @@ void test_layernorm(Bench& b, int N, int C, bool timed) {
                                     d_rrstd.ptr, N, C);
         });
         print_bw_vs_copy("layernorm_backward " + tag, ms, bwd_bytes, copy, 0.80);
-        sweep_backward_grid(b, bc, N, C, copy, ref_dinp, ref_dw, ref_db, dinp0, dw0, db0, d_dinp, d_dw, d_db, d_dout,
-                            d_inp, d_w, d_rmean, d_rrstd);
+
+        // The backward's grid, swept: the trainer runs LN_BWD_BLOCKS blocks of up
+        // to LN_BWD_MAX_WARPS (8) warps, which at C 768 leaves ~2 blocks (16 warps)
+        // per H100 SM, each warp walking N / 2048 rows one after another (bf16: 70%
+        // of copy). Each grid is checked against the CPU twin, then timed whole
+        // (the rows, and the column sums of its partial rows, which grow with the
+        // blocks) and its column-sum pass alone, so that a new LN_BWD_BLOCKS comes
+        // from a measurement. Its own workspace holds the widest grid's partials.
+        const int grids[][2] = {{8, 128}, {8, 256}, {8, 384}, {8, 512}, {4, 512}, {4, 1024}, {16, 132}, {16, 264}};
+        DevBuf<float> wide((size_t)1024 * 2 * C);
+        KernelCtx wctx = ctx;
+        wctx.workspace = wide.ptr;
+        wctx.workspace_bytes = wide.n * sizeof(float);
+        constexpr int X = Packed128<T>::size;
+        const int S = ln_bwd_slots(C, ln_pick_packs(C / X), X);
+        for (const auto& g : grids) {
+            const int W = ln_bwd_warps(S, g[0]), nb = ln_bwd_blocks(N, W, g[1]);
+            std::string gtag = shape_str("%s, %d warps x %d blocks (%.1f rows/warp)", tag.c_str(), W, nb,
+                                         (double)N / (W * nb));
+            auto backward = [&] {
+                layernorm_backward_cuda(wctx, d_dinp.ptr, d_dw.ptr, d_db.ptr, d_dout.ptr, d_inp.ptr, d_w.ptr,
+                                        d_rmean.ptr, d_rrstd.ptr, N, C, g[1], g[0]);
+            };
+            d_dinp.upload(dinp0), d_dw.upload(dw0), d_db.upload(db0);
+            backward();
+            check_close(b, "layernorm_backward dinp " + gtag, d_dinp.download(), ref_dinp);
+            check_close(b, "layernorm_backward dweight " + gtag, d_dw.download(), ref_dw);
+            check_close(b, "layernorm_backward dbias " + gtag, d_db.download(), ref_db);
+            ms = b.time_ms(wctx.stream, backward);
+            double sums_ms = b.time_ms(wctx.stream, [&] {
+                finish_column_partials(wctx, d_dw.ptr, d_db.ptr, C, (const float*)wctx.workspace, nb, 2 * C);
+            });
+            print_bw_vs_copy("layernorm_backward " + gtag, ms, bwd_bytes, copy, 0.80);
+            printf("    of which the column sums of %d partial rows: %.1f us\n", nb, sums_ms * 1e3);
+        }
+
         ms = b.time_ms(ctx.stream, [&] { residual_forward_cuda(ctx, d_out.ptr, d_inp.ptr, d_inp2.ptr, NC); });
         print_bw_vs_copy("residual_forward " + tag, ms, 3 * row, copy, 0.80);
     }
