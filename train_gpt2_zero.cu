@@ -233,24 +233,35 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         return comm.sum_scalar(sum) / tokens;
     };
 
-    // MFU: model flops per second over the measured matmul peak of the devices in use
-    // (emulated ranks share one device; NCCL ranks have one each)
+    // MFU: model flops per second over the matmul peak of the devices in use
+    // (emulated ranks share one device; NCCL ranks have one each): the best
+    // probe this machine has recorded, so that load does not move it
+    // (zero/run/peak_flops.h)
     double peak = 0.0;
     world_comm.barrier();  // nobody computes while rank 0 measures
     if (rank0) {
 #ifdef ZERO_CUDA
-        peak = measure_matmul_peak_flops<T>(ctx, 8192);
+        double probe = measure_matmul_peak_flops<T>(ctx, 8192);
+        std::string key = device_name() + " " + dtype_name(run.dtype);
 #else
         // every core of the process: the other ranks wait at the barrier
         omp_set_num_threads(process_cpu_threads());
-        peak = measure_matmul_peak_flops<T>(ctx, 1024);
+        double probe = measure_matmul_peak_flops<T>(ctx, 1024);
         omp_set_num_threads(run.cpu_threads_per_rank());
+        std::string key = device_name() + " " + dtype_name(run.dtype) + " " + std::to_string(process_cpu_threads()) +
+                          " thread(s)";
         printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
                run.ranks_per_process);
 #endif
-        peak *= run.launch.world > 1 ? run.world : 1;
-        printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(peak).c_str(),
-               dtype_name(run.dtype), flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
+        PeakRecord rec = update_peak_record(key, probe, peak_record_path());
+        if (!rec.note.empty()) printf("%s\n", rec.note.c_str());
+        peak = rec.flops * (run.launch.world > 1 ? run.world : 1);
+        std::string where = rec.path.empty() ? "this run's probe (no record kept: set ZERO_PEAK_FILE)"
+                                             : "the best probe recorded in " + rec.path + " for " + key +
+                                                   "; this run's: " + flops_text(rec.probe) + "/s";
+        printf("measured matmul peak: %s/s (%s, %s); model: %s per token\n", flops_text(rec.flops).c_str(),
+               dtype_name(run.dtype), where.c_str(),
+               flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
     }
     world_comm.barrier();
     const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;

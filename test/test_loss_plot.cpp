@@ -1,7 +1,10 @@
 // The loss curve a run with -o draws beside main.log (zero/run/loss_plot.h):
 // loss.png exists and decodes, shows the train and validation curves, and the
 // unigram baseline line exactly when the data's folder records one
-// (unigram_entropy.txt, as `make data` writes beside the Moby-Dick shards).
+// (unigram_entropy.txt, as `make data` writes beside the Moby-Dick shards),
+// and the vertical axis fits the losses: the baseline, just below them, is
+// drawn near the bottom of the picture, not a third of the way up as on an
+// axis running from zero.
 //
 // usage: test_loss_plot <train_gpt2_zero_cpu>
 #include <cstdio>
@@ -19,18 +22,27 @@
 #pragma GCC diagnostic pop
 #endif
 
-// Pixels of colour c in the decoded PNG at path; -1 if it does not decode.
-static long count_in_png(const std::string& path, Rgb c) {
+// Pixels of colour c in the decoded PNG at path (-1 if it does not decode),
+// and where the row holding most of them lies, as a fraction of the height.
+static long count_in_png(const std::string& path, Rgb c, double* fullest_row = nullptr) {
 #ifdef ZERO_HAVE_STB
     int w = 0, h = 0, n = 0;
     unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
     if (!px) return -1;
-    long count = 0;
-    for (long i = 0; i < (long)w * h; i++) count += px[3 * i] == c.r && px[3 * i + 1] == c.g && px[3 * i + 2] == c.b;
+    long count = 0, best = -1;
+    for (int y = 0; y < h; y++) {
+        long row = 0;
+        for (int x = 0; x < w; x++) {
+            const unsigned char* p = px + 3 * ((long)y * w + x);
+            row += p[0] == c.r && p[1] == c.g && p[2] == c.b;
+        }
+        count += row;
+        if (fullest_row && row > best) best = row, *fullest_row = (double)y / h;
+    }
     stbi_image_free(px);
     return count;
 #else
-    (void)path, (void)c;
+    (void)path, (void)c, (void)fullest_row;
     return -1;
 #endif
 }
@@ -62,11 +74,17 @@ int main(int argc, char** argv) {
         RunResult r = run.run();
         std::string png = run.out + "/loss.png";
         EXPECT(r.output.find("loss curve: " + png) != std::string::npos, "%s: no 'loss curve:' line", sub);
+        double baseline_row = -1;
         long train = count_in_png(png, plot_color(0)), val = count_in_png(png, plot_color(1)),
-             baseline = count_in_png(png, plot_color(3));
+             baseline = count_in_png(png, plot_color(3), &baseline_row);
         EXPECT(train > 100 && val > 50, "%s: %ld train and %ld val pixels in %s", sub, train, val, png.c_str());
         bool want = std::string(sub) == "with";
         EXPECT((baseline > 100) == want, "%s a baseline file: %ld baseline pixels", want ? "with" : "without", baseline);
+        // losses from ln(512) = 6.2 down, the baseline at 4.25: on an axis fitted to them the baseline
+        // is the lowest value drawn (near the bottom), on one from zero it would sit 60% of the way up
+        if (want)
+            EXPECT(baseline_row > 0.75, "the baseline's row at %.0f%% of the height: the axis does not fit the losses",
+                   100 * baseline_row);
     }
     return test_summary("loss_plot");
 }

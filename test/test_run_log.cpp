@@ -1,14 +1,19 @@
 // What the CPU trainer says about its machine: it takes OMP_NUM_THREADS (or
 // every core) and shares it among its emulated ranks, refuses a malformed
 // value with one line, and prints the measured matmul peak in a unit that
-// shows it (a CPU's is GFLOP/s; it once read "0.0 TFLOP/s").
+// shows it (a CPU's is GFLOP/s; it once read "0.0 TFLOP/s"). The peak is the
+// machine's record (zero/run/peak_flops.h), not one run's probe: a record
+// above the probe is what MFU divides by, one below it is raised, and a
+// malformed record file is said and replaced.
 //
 // usage: test_run_log <train_gpt2_zero_cpu>
 #include <unistd.h>
 
+#include <cmath>
 #include <string>
 
 #include "test/trainer_run.h"
+#include "zero/reproduce/run_command.h"
 
 namespace {
 
@@ -18,6 +23,13 @@ struct Log {
     int threads = -1;
     double peak = -1;
     std::string unit, output;
+    double mfu = -1;  // the last step's
+    double in_flops() const {
+        const char* units[] = {"FLOP/s", "kFLOP/s", "MFLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"};
+        for (int u = 0; u < 6; u++)
+            if (unit == units[u]) return peak * std::pow(1000.0, u);
+        return -1;
+    }
 };
 
 Log run_with(const std::string& trainer, const std::string& env, int ranks) {
@@ -34,6 +46,8 @@ Log run_with(const std::string& trainer, const std::string& env, int ranks) {
         char unit[16] = "";
         if (sscanf(r.output.c_str() + at + 22, "%lf %15s", &log.peak, unit) == 2) log.unit = unit;
     }
+    at = r.output.rfind("MFU ");
+    if (at != std::string::npos) log.mfu = atof(r.output.c_str() + at + 4);
     return log;
 }
 
@@ -66,6 +80,51 @@ int main(int argc, char** argv) {
     }
     Log one = run_with(trainer, "OMP_NUM_THREADS=1", 1);
     printf("one thread: measured matmul peak %.1f %s\n", one.peak, one.unit.c_str());
+
+    // the record: ZERO_PEAK_FILE, "<FLOP/s> <key>" per line
+    const std::string record = "run_log/peak.txt", env = "OMP_NUM_THREADS=1 ZERO_PEAK_FILE=" + record;
+    remove(record.c_str());
+    Log first = run_with(trainer, env, 1);
+    double probe = 0;
+    char key[512] = "";
+    FILE* f = fopen(record.c_str(), "r");
+    EXPECT(f && fscanf(f, "%lf %511[^\n]", &probe, key) == 2, "no record written to %s", record.c_str());
+    if (f) fclose(f);
+    EXPECT(probe > 0 && std::fabs(first.in_flops() / probe - 1) < 1e-3, "first run: printed %g, recorded %g",
+           first.in_flops(), probe);
+    auto write_record = [&](const std::string& text) {
+        FILE* w = fopen(record.c_str(), "w");
+        fputs(text.c_str(), w);
+        fclose(w);
+    };
+    auto recorded = [&]() {
+        double v = 0;
+        FILE* r = fopen(record.c_str(), "r");
+        if (r && fscanf(r, "%lf", &v) != 1) v = 0;
+        if (r) fclose(r);
+        return v;
+    };
+    // a record far above any probe: both runs divide by it, print the same peak and a tiny MFU
+    char line[700];
+    snprintf(line, sizeof(line), "%.6e other device\n%.6e %s\n", 5.0, probe * 1000, key);
+    write_record(line);
+    Log high1 = run_with(trainer, env, 1), high2 = run_with(trainer, env, 1);
+    EXPECT(std::fabs(high1.in_flops() / (probe * 1000) - 1) < 1e-3 && high1.peak == high2.peak,
+           "a record of %g: runs printed %g and %g", probe * 1000, high1.in_flops(), high2.in_flops());
+    EXPECT(high1.mfu >= 0 && high1.mfu < 1.0, "MFU against a record 1000x the probe: %g%%", high1.mfu);
+    // a record below the probe is raised to it; other devices' lines are kept
+    snprintf(line, sizeof(line), "%.6e %s\n%.6e other device\n", probe / 1000, key, 5.0);
+    write_record(line);
+    Log low = run_with(trainer, env, 1);
+    std::string kept = read_text_file(record);
+    EXPECT(recorded() > probe / 10 && std::fabs(low.in_flops() / recorded() - 1) < 1e-3 &&
+               kept.find("other device") != std::string::npos,
+           "a record of %g: printed %g, now %g\n%s", probe / 1000, low.in_flops(), recorded(), kept.c_str());
+    // a malformed record: said, replaced, the run goes on
+    write_record("fast\n");
+    Log garbled = run_with(trainer, env, 1);
+    EXPECT(garbled.status == 0 && garbled.output.find("note: " + record) != std::string::npos && recorded() > 0,
+           "a malformed record: exit %d\n%s", garbled.status, garbled.output.c_str());
 
     Log bad = run_with(trainer, "OMP_NUM_THREADS=many", 1);
     EXPECT(bad.status == 1 && bad.output.find("error: OMP_NUM_THREADS=many") != std::string::npos,

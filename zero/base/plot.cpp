@@ -315,7 +315,7 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
     Scale sx, sy;
     std::vector<double> xticks, yticks;
     if (!bars) axis_range(c.x, xs, false, sx, xticks);
-    axis_range(c.y, ys, !c.y.log, sy, yticks);
+    axis_range(c.y, ys, !c.y.log && c.y.from_zero, sy, yticks);
 
     // margins from the text they must hold
     int ytick_w = 0;

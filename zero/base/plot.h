@@ -81,6 +81,7 @@ struct Axis {
     bool log = false;
     double min = NAN, max = NAN;  // NAN: from the data
     std::vector<double> ticks;    // empty: chosen from the range
+    bool from_zero = true;        // a linear value axis reaches zero; false: it fits the data (a loss curve)
 };
 
 struct Chart {

@@ -45,6 +45,7 @@ inline bool write_loss_plot(const std::string& out_dir, double baseline) {
     c.title = "loss: " + out_dir;
     c.x.label = "step";
     c.y.label = "loss (nats per token)";
+    c.y.from_zero = false;  // losses live far from zero (4 to 11 for GPT-2's vocabulary): fit the axis to them
     c.lines = {train, val};
     if (std::isfinite(baseline)) {
         char label[64];

@@ -1,9 +1,14 @@
 // The measured peak of this machine's matmuls in the compute dtype (the
 // denominator of MFU): a large square matmul through the same kernel the model
-// uses (cuBLASLt on the GPU, gemm_cpu on the CPU build), best of a few runs.
+// uses (cuBLASLt on the GPU, gemm_cpu on the CPU build), best of a few runs;
+// and the record that keeps MFU from moving with the machine's load.
 #pragma once
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -30,7 +35,7 @@ double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {
         stream_sync(ctx.stream);  // h is freed at the end of this block
     }
     double best = 0.0;
-    for (int rep = 0; rep < 4; rep++) {
+    for (int rep = 0; rep < 9; rep++) {
         stream_sync(ctx.stream);
         HostClock clock;
         matmul_forward(ctx, c, a, b, (const T*)nullptr, n, n, n, (T*)nullptr);
@@ -59,4 +64,100 @@ inline std::string flops_text(double flops) {
     char buf[32];
     snprintf(buf, sizeof(buf), "%.1f %s", flops, units[u]);
     return buf;
+}
+
+// ---------------------------------------------------------------------------
+// The peak record. One probe is at the mercy of whatever else the machine runs:
+// two identical CPU runs once printed MFU 51% and 95% because a busy moment
+// halved one run's probe. Load can only make a probe slower, so the best probe
+// ever seen is the stable estimate: runs share it through a small text file,
+// one line per (device, dtype, threads): "<FLOP/s> <key>". Each run probes,
+// raises the record when it beats it, and divides by the record, so identical
+// runs print MFUs in the ratio of their step times. The file is
+// $ZERO_PEAK_FILE, else build/matmul_peak.txt beside the trainer (when that
+// folder exists); delete it to start the record afresh.
+
+// What the record is kept for: "<device name> <dtype> <threads> thread(s)".
+inline std::string device_name() {
+#ifdef ZERO_CUDA
+    int dev = 0;
+    cudaCheck(cudaGetDevice(&dev));
+    cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, dev));
+    return p.name;
+#else
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    std::string name = "cpu";
+    char line[512];
+    while (f && fgets(line, sizeof(line), f)) {
+        std::string l = line;
+        if (l.rfind("model name", 0) != 0) continue;
+        size_t colon = l.find(':');
+        if (colon != std::string::npos) name = l.substr(l.find_first_not_of(" \t", colon + 1));
+        while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+        break;
+    }
+    if (f) fclose(f);
+    return name;
+#endif
+}
+
+inline std::string peak_record_path() {
+    const char* env = getenv("ZERO_PEAK_FILE");
+    if (env && *env) return env;
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) return "";
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/') + 1) + "build";
+    return file_exists(dir) ? dir + "/matmul_peak.txt" : "";
+}
+
+struct PeakRecord {
+    double flops = 0;   // the denominator: the record after this run's probe
+    double probe = 0;   // this run's own probe
+    std::string path;   // where the record is kept ("" if nowhere)
+    std::string note;   // a malformed record file, said once
+};
+
+// Folds this run's probe into the record for `key` and returns both.
+inline PeakRecord update_peak_record(const std::string& key, double probe, const std::string& path) {
+    PeakRecord r;
+    r.probe = r.flops = probe;
+    r.path = path;
+    if (path.empty()) return r;
+    std::vector<std::pair<double, std::string>> entries;
+    if (FILE* f = fopen(path.c_str(), "r")) {
+        char line[1024];
+        while (fgets(line, sizeof(line), f)) {
+            double v = 0;
+            int used = 0;
+            std::string l = line;
+            if (!l.empty() && l.back() == '\n') l.pop_back();
+            if (sscanf(l.c_str(), "%lf %n", &v, &used) != 1 || !(v > 0) || used <= 0 || (size_t)used >= l.size()) {
+                r.note = "note: " + path + " holds a line that is not \"<FLOP/s> <device>\": the record starts afresh";
+                entries.clear();
+                break;
+            }
+            entries.push_back({v, l.substr(used)});
+        }
+        fclose(f);
+    }
+    bool found = false;
+    for (auto& e : entries)
+        if (e.second == key) {
+            found = true;
+            r.flops = std::max(e.first, probe);
+            e.first = r.flops;
+        }
+    if (!found) entries.push_back({probe, key});
+    // written whole under another name, then renamed: a reader never sees half a file
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    if (FILE* f = fopen(tmp.c_str(), "w")) {
+        for (const auto& e : entries) fprintf(f, "%.6e %s\n", e.first, e.second.c_str());
+        bool ok = fclose(f) == 0;
+        if (!ok || rename(tmp.c_str(), path.c_str()) != 0) remove(tmp.c_str());
+    }
+    return r;
 }
