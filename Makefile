@@ -138,9 +138,13 @@ endif
 # traffic measured vs N, and the six-configuration homework, into
 # $(REPRODUCE_OUT): report.md, PNGs, CSVs. The GPU build where there is a GPU
 # (bf16, T 1024), else the CPU build (fp32, T 64; about ten minutes on two cores).
+# On the CPU the memory-vs-N runs use a 30M-parameter GPT-2 (6 layers, 384
+# channels): stage 0 at N = 8 then needs about 5 GB in all, so a 16 GB laptop
+# runs every point (GPT-2 124M would need 8 x 2.4 GB).
 REPRODUCE_OUT ?= out/reproduce
 GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024 --homework_steps 6
-CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64 --homework_steps 2
+CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64 --homework_steps 2 \
+                       --memory_model L=6,H=6,C=384,V=50257,T=1024
 
 reproduce-nodeps: data build/reproduce
 ifeq ($(HAVE_GPU),1)

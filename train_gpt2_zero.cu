@@ -256,12 +256,12 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         PeakRecord rec = update_peak_record(key, probe, peak_record_path());
         if (!rec.note.empty()) printf("%s\n", rec.note.c_str());
         peak = rec.flops * (run.launch.world > 1 ? run.world : 1);
-        std::string where = rec.path.empty() ? "this run's probe (no record kept: set ZERO_PEAK_FILE)"
-                                             : "the best probe recorded in " + rec.path + " for " + key +
-                                                   "; this run's: " + flops_text(rec.probe) + "/s";
-        printf("measured matmul peak: %s/s (%s, %s); model: %s per token\n", flops_text(rec.flops).c_str(),
-               dtype_name(run.dtype), where.c_str(),
+        printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(rec.flops).c_str(),
+               dtype_name(run.dtype),
                flops_text(train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len)).c_str());
+        if (rec.path.empty()) printf("  (this run's probe: no record kept, set ZERO_PEAK_FILE to keep one)\n");
+        else printf("  (the best probe recorded for %s in %s; this run's: %s/s)\n", key.c_str(), rec.path.c_str(),
+                    flops_text(rec.probe).c_str());
     }
     world_comm.barrier();
     const double flops_per_step = train_flops_per_token(layout.num_parameters(), run.cfg, o.seq_len) * tokens_per_step;

@@ -106,6 +106,7 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
     std::vector<HomeworkResult> results;
     std::set<std::string> seen;
     int k = 0, total = (int)homework_configs().size();
+    HostClock clock;
     for (const HomeworkConfig& c : homework_configs()) {
         HomeworkResult h;
         h.name = c.name, h.file = s.config_dir + "/" + c.file;
@@ -153,7 +154,7 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
             h.why = err.empty() ? "exit status " + std::to_string(r.status) : err;
             snprintf(line, sizeof(line), "[%d/%d] homework: %s: failed (%s)", ++k, total, c.name, h.why.c_str());
         }
-        progress(line);
+        progress(line + time_left(clock.seconds(), k, total));
         results.push_back(h);
     }
     return results;

@@ -74,6 +74,7 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
     const double bytes = dtype_bytes_of(s.precision), psi = (double)layout.num_parameters();
     std::vector<MeasuredPoint> points;
     int total = 4 * (int)s.ranks.size(), k = 0;
+    HostClock clock;
     for (int z = 0; z <= 3; z++)
         for (int N : s.ranks) {
             MeasuredPoint p;
@@ -112,7 +113,7 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
                 snprintf(line, sizeof(line), "[%d/%d] memory and traffic: stage %d, %d rank(s): not run (%s)", ++k,
                          total, z, N, p.why.c_str());
             }
-            progress(line);
+            progress(line + time_left(clock.seconds(), k, total));
             points.push_back(p);
         }
     return points;

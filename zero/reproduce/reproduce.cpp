@@ -3,7 +3,7 @@
 // figure and one CSV per figure or table, and prints a line per trainer run.
 //
 //   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework]
-//                   [--model d12] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
+//                   [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
 //                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
 #include <cstdio>
 #include <cstdlib>
@@ -40,7 +40,7 @@ static Args parse_args(int argc, char** argv) {
         std::string f = argv[i];
         if (f == "-h" || f == "--help") {
             printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework] [--device CPU|GPU]\n"
-                   "       [--model d12] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]\n"
+                   "       [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]\n"
                    "       [--homework_dir dev/homework] [--homework_ranks 4] [--homework_steps 3] [--homework_t 64]\n"
                    "       [--trainer_flags FLAGS]\n",
                    argv[0]);
@@ -53,6 +53,7 @@ static Args parse_args(int argc, char** argv) {
         else if (f == "--parts") a.parts = v;
         else if (f == "--device") a.device = v;
         else if (f == "--model") a.measure.model = a.homework.model = v;
+        else if (f == "--memory_model") a.measure.model = v;  // the memory-vs-N runs only (--model: both)
         else if (f == "--precision") a.measure.precision = v;
         else if (f == "-b") a.measure.micro_batch = parse_int(f, v, 1);
         else if (f == "-t") a.measure.seq_len = parse_int(f, v, 1);

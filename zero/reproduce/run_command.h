@@ -36,6 +36,16 @@ inline CommandRun run_logged(const std::string& command, const std::string& log_
     return r;
 }
 
+// "; about 3 min left" once `done` of `total` runs took `elapsed` seconds, if any are left.
+inline std::string time_left(double elapsed, int done, int total) {
+    if (done <= 0 || done >= total) return "";
+    double left = elapsed / done * (total - done);
+    char buf[64];
+    if (left < 90) snprintf(buf, sizeof(buf), "; about %.0f s left", left);
+    else snprintf(buf, sizeof(buf), "; about %.0f min left", left / 60);
+    return buf;
+}
+
 // The first line of `text` that contains `needle`, without its newline ("" if none).
 inline std::string line_with(const std::string& text, const std::string& needle) {
     size_t at = text.find(needle);
