@@ -139,6 +139,12 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         data_group = world_comm.split(grid.tp_rank(rank), grid.dp_rank(rank));
     }
     Comm& comm = data_group ? *data_group : world_comm;
+    // every step's collectives and host transfers, in order (written with --mem_report 1 -o DIR)
+    Trace trace;
+    comm.group_name = "data";
+    for (Comm* c : {&world_comm, data_group.get(), tensor_group.get()})
+        if (c) c->trace = &trace;
+    if (tensor_group) tensor_group->group_name = "tensor";
     const int dp_rank = comm.rank, world = comm.world;  // data-parallel rank and size
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
@@ -300,6 +306,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         comm.stats = CommStats{};
         world_comm.stats = CommStats{};
         if (tensor_group) tensor_group->stats = CommStats{};
+        trace.clear();
         MemCounts live_fwd, live_bwd;
         float dloss = scaler.scale() / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
 
@@ -342,6 +349,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
                 std::string suffix = "_rank" + std::to_string(rank) + ".csv";
                 append_memory_csv(o.output_dir + "/mem_report" + suffix, step + 1, rank, phases, predicted, mem, used);
                 append_comm_csv(o.output_dir + "/comm_report" + suffix, step + 1, rank, comm.stats);
+                append_trace_csv(o.output_dir + "/comm_trace" + suffix, step + 1, rank, trace);
             }
             world_comm.barrier();
         }

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "zero/base/backend.h"
 #include "zero/base/dtype.h"
@@ -47,12 +49,35 @@ struct CommStats {
     }
 };
 
+// A rank's step as it happened: every collective, on whichever group, and
+// every host transfer of the engine and the activations, in the order they
+// were issued, with the whole buffer's bytes (count x element size: a
+// reduce-scatter's input, an all-gather's output) and the unit they serve.
+// The step-time model lists the same (zero/perf/, test perf_trace); the
+// trainer writes it with --mem_report 1 -o DIR (comm_trace_rank<r>.csv).
+struct TraceEntry {
+    std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, scalar; to_host, to_device
+    std::string group;  // data, tensor, world; host for a transfer
+    uint64_t bytes = 0;
+    int unit = -1;      // -1: no unit (scalars)
+};
+using Trace = std::vector<TraceEntry>;
+
 class Comm {
   public:
     Comm(int rank_, int world_) : rank(rank_), world(world_) {}
     virtual ~Comm() = default;
     const int rank, world;
     CommStats stats;
+    // tracing (off while trace is null): the group's name in it, and the unit
+    // the next collectives serve (set by the engine and the model)
+    Trace* trace = nullptr;
+    std::string group_name = "world";
+    int unit = -1;
+    // a host transfer of `bytes` for unit u, into the same trace
+    void note_transfer(const char* op, uint64_t bytes, int u) {
+        if (trace) trace->push_back({op, "host", bytes, u});
+    }
 
     virtual const char* backend_name() const = 0;
 
@@ -79,4 +104,11 @@ class Comm {
     // by key (ties by rank here). The new communicator counts its own bytes,
     // so a tensor group's traffic is told apart from a data group's.
     virtual std::unique_ptr<Comm> split(int color, int key) = 0;
+
+  protected:
+    // every collective: its bytes sent and received (the stats) and its whole buffer (the trace)
+    void counted(CommOp op, uint64_t sent, uint64_t recv, uint64_t payload) {
+        stats.add(op, sent, recv);
+        if (trace) trace->push_back({comm_op_name(op), group_name, payload, op == CommOp::Scalar ? -1 : unit});
+    }
 };

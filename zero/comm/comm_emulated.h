@@ -122,7 +122,7 @@ class EmulatedComm : public Comm {
         // phase 2: I read every other chunk once, N-1 peers read mine.
         // Each direction: count + (N-2)*|my chunk| = 2(N-1)/N * count for even chunks.
         uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * (hi - lo)) * esz;
-        stats.add(CommOp::AllReduce, moved, moved);
+        counted(CommOp::AllReduce, moved, moved, count * esz);
     }
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
@@ -133,7 +133,7 @@ class EmulatedComm : public Comm {
         reduce(dt, recv, srcs.data(), recvcount, s);
         leave(s);
         uint64_t moved = (uint64_t)(world - 1) * recvcount * esz;
-        stats.add(CommOp::ReduceScatter, moved, moved);
+        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * esz);
     }
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
@@ -145,7 +145,7 @@ class EmulatedComm : public Comm {
         }
         leave(s);
         uint64_t moved = (uint64_t)(world - 1) * bytes;
-        stats.add(CommOp::AllGather, moved, moved);
+        counted(CommOp::AllGather, moved, moved, (uint64_t)world * bytes);
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
@@ -153,7 +153,7 @@ class EmulatedComm : public Comm {
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
         // as a pipelined chain: the root sends the buffer once, every other rank receives it once
-        stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
+        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
     }
 
     void barrier() override { shared.barrier.wait(rank, "barrier"); }
@@ -237,7 +237,8 @@ class EmulatedComm : public Comm {
         double acc = shared.scalar[0];
         for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
         shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
-        stats.add(CommOp::Scalar, (uint64_t)(world - 1) * sizeof(double), (uint64_t)(world - 1) * sizeof(double));
+        counted(CommOp::Scalar, (uint64_t)(world - 1) * sizeof(double), (uint64_t)(world - 1) * sizeof(double),
+                sizeof(double));
         return acc;
     }
 };

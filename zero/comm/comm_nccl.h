@@ -113,7 +113,7 @@ class NcclComm : public Comm {
         // count + (N-2) * |this rank's chunk| = 2(N-1)/N * count for even chunks.
         size_t chunk = count * (rank + 1) / world - count * rank / world;
         uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
-        stats.add(CommOp::AllReduce, moved, moved);
+        counted(CommOp::AllReduce, moved, moved, count * dtype_size(dt));
     }
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
@@ -123,7 +123,7 @@ class NcclComm : public Comm {
             issued(s, "reduce_scatter");
         }
         uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
-        stats.add(CommOp::ReduceScatter, moved, moved);
+        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * dtype_size(dt));
     }
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
@@ -133,7 +133,7 @@ class NcclComm : public Comm {
             issued(s, "all_gather");
         }
         uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
-        stats.add(CommOp::AllGather, moved, moved);
+        counted(CommOp::AllGather, moved, moved, (uint64_t)world * sendcount * dtype_size(dt));
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
@@ -143,7 +143,7 @@ class NcclComm : public Comm {
             issued(s, "broadcast");
         }
         // pipelined chain: the root sends the buffer once, every other rank receives it once
-        stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
+        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
     }
 
     // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
@@ -269,7 +269,7 @@ class NcclComm : public Comm {
                                   internal));
         wait(internal);
         uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
-        stats.add(CommOp::Scalar, moved, moved);
+        counted(CommOp::Scalar, moved, moved, sizeof(double));
         return scalars_host;
     }
 };

@@ -290,6 +290,7 @@ class ZeroEngine {
     void grads_done(int u, int micro_step) {
         bool last = micro_step == micro_steps - 1;
         if (stage < 2 && !last) return;
+        comm.unit = u;
         event_record(compute_done, ctx.stream);
         stream_wait(comm_stream, compute_done);
         size_t slice = plan.slice_numel(u);
@@ -299,20 +300,20 @@ class ZeroEngine {
         } else if (stage == 1) {
             T* mine = grads_full + plan.full_offset[u] + rank * slice;
             comm.reduce_scatter_sum(mine - rank * slice, mine, slice, dtype_of<T>::value, comm_stream);
-            if (offload_optimizer) device_copy(host_slice, mine, slice * sizeof(T), comm_stream);
+            if (offload_optimizer) to_host(host_slice, mine, slice, u);
         } else {
             UnitSlot<T>* slot = grad_slots->holding(u);
             CHECK(slot, "internal: gradients of unit %d finished but not held", u);
             comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
             T* device_slice = grad_shard ? grad_shard + plan.shard_offset[u] : nullptr;
             if (offload_optimizer && !device_accum) {
-                if (micro_step == 0) device_copy(host_slice, comm_buffer, slice * sizeof(T), comm_stream);
-                else accumulate_on_host(host_slice, slice);
+                if (micro_step == 0) to_host(host_slice, comm_buffer, slice, u);
+                else accumulate_on_host(host_slice, slice, u);
             } else {
                 KernelCtx c = ctx;
                 c.stream = comm_stream;
                 accumulate(c, device_slice, comm_buffer, slice, micro_step == 0);
-                if (device_accum && last) device_copy(host_slice, device_slice, slice * sizeof(T), comm_stream);
+                if (device_accum && last) to_host(host_slice, device_slice, slice, u);
             }
             vacate(*slot, comm_stream);
         }
@@ -559,8 +560,20 @@ class ZeroEngine {
         return stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
     }
 
+    // n elements of unit u down to the host, on the comm stream (traced: the
+    // step-time model lists every host transfer)
+    void to_host(T* dst, const T* src, size_t n, int u) {
+        comm.note_transfer("to_host", n * sizeof(T), u);
+        device_copy(dst, src, n * sizeof(T), comm_stream);
+    }
+    void to_device(T* dst, const T* src, size_t n, int u) {
+        comm.note_transfer("to_device", n * sizeof(T), u);
+        device_copy(dst, src, n * sizeof(T), comm_stream);
+    }
+
     // Stages 1-2: all-gather unit u's parameters in place (each rank has updated its slice).
     void gather_full_params(int u, Stream s) {
+        comm.unit = u;
         T* unit = params_full + plan.full_offset[u];
         size_t slice = plan.slice_numel(u);
         comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, s);
@@ -572,11 +585,12 @@ class ZeroEngine {
         UnitSlot<T>* slot = param_slots->vacant_for(u);
         if (!slot) return nullptr;
         stream_wait(comm_stream, slot->free);
+        comm.unit = u;
         size_t slice = plan.slice_numel(u);
         const T* mine = params_shard + plan.shard_offset[u];
         if (offload_param) {
             T* up = param_staging + (slot - param_slots->slots.data()) * plan.largest_slice();
-            device_copy(up, mine, slice * sizeof(T), comm_stream);
+            to_device(up, mine, slice, u);
             mine = up;
         }
         comm.all_gather(mine, slot->ptr, slice, dtype_of<T>::value, comm_stream);
@@ -597,12 +611,12 @@ class ZeroEngine {
     // Offload, stages 2-3, micro-steps after the first: copy the reduced slice (in
     // comm_buffer) down to a host staging slice, then add it into the host
     // gradient slice once it is there.
-    void accumulate_on_host(T* host_slice, size_t n) {
+    void accumulate_on_host(T* host_slice, size_t n, int u) {
         int k = next_staging;
         next_staging ^= 1;
         if (staging_used[k]) host_tasks.wait(staging_task[k]);  // its previous slice has been added
         T* staging = host_staging[k];
-        device_copy(staging, comm_buffer, n * sizeof(T), comm_stream);
+        to_host(staging, comm_buffer, n, u);
         event_record(staging_ready[k], comm_stream);
         staging_task[k] = host_tasks.submit(staging_ready[k], [=] { accumulate_cpu(host_slice, staging, n, false); });
         staging_used[k] = true;
@@ -641,7 +655,7 @@ class ZeroEngine {
             if (offload_param) continue;  // the host slices are the parameters
             size_t slice = plan.slice_numel(u);
             T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
-            device_copy(dst, host_params + plan.shard_offset[u], slice * sizeof(T), comm_stream);
+            to_device(dst, host_params + plan.shard_offset[u], slice, u);
             if (stage < 3) gather_full_params(u, comm_stream);
         }
         event_record(comm_done, comm_stream);

@@ -109,6 +109,15 @@ struct GPT2 {
 
     size_t BT() const { return (size_t)B * T_; }
 
+    // The unit the tensor group's next collectives serve (the trace's label), and
+    // the host transfers of offloaded layer outputs, traced beside the engine's.
+    void at_unit(int u) {
+        if (tensor) tensor->unit = u;
+    }
+    void note_output_transfer(const char* op, int u) {
+        if (acts.offload_outputs) zero.comm.note_transfer(op, acts.saved_rows(BT()) * cfg.channels * sizeof(T), u);
+    }
+
     // A row-parallel layer's bias, added by one rank of the group only.
     const T* row_parallel_bias(const T* b) const { return tp_rank == 0 ? b : nullptr; }
 
@@ -217,6 +226,7 @@ struct GPT2 {
         acts.set_saved_live(true);
         zero.begin_pass(training);
 
+        at_unit(layout.embed_unit());
         EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
         if (sp) {  // each rank its looked-up rows, summed over the group into each rank's rows
             int Vl = vocab_local();
@@ -232,12 +242,17 @@ struct GPT2 {
 
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l);
+            at_unit(u);
             layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
-            if (training) acts.save_layer_output(l, BT(), ctx.stream);
+            if (training) {
+                note_output_transfer("to_host", u);
+                acts.save_layer_output(l, BT(), ctx.stream);
+            }
             zero.release_params(u);
         }
 
         float* lnf_mean = acts.lnf_stats;
+        at_unit(layout.final_unit());
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
         layernorm_forward(ctx, acts.lnf + row0() * C, lnf_mean, lnf_mean + R(), acts.layer(L - 1, BT()).residual3,
                           fin.lnfw, fin.lnfb, (int)R(), C);
@@ -245,6 +260,7 @@ struct GPT2 {
         tp_gather(acts.lnf);  // (B,T,C)
 
         // the LM head shares wte with the embeddings: unit 0 is gathered again
+        at_unit(layout.embed_unit());
         head_params = zero.acquire_params(layout.embed_unit());
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
         matmul_forward(ctx, acts.logits, acts.lnf, head.wte, (const T*)nullptr, BT(), C, vocab_local(),
@@ -285,6 +301,7 @@ struct GPT2 {
         T* dbtc = acts.dbtc;
 
         // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
+        at_unit(layout.embed_unit());
         EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
         EmbedTensors<const T> head = embed_tensors(layout, head_params);
         matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C, vocab_local(),
@@ -294,6 +311,7 @@ struct GPT2 {
 
         // final layernorm
         int uf = layout.final_unit();
+        at_unit(uf);
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
         FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
         float* lnf_mean = acts.lnf_stats;
@@ -305,9 +323,11 @@ struct GPT2 {
 
         for (int l = L - 1; l >= 0; l--) {
             int u = layout.layer_unit(l);
+            at_unit(u);
             LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
             if (acts.recompute == 2) {  // rebuild this block's activations from its input
+                if (l > 0) note_output_transfer("to_device", u);
                 acts.load_layer_input(l, BT(), ctx.stream);
                 if (acts.partitioned && l > 0) {  // Pa: the input from the group's rows
                     T* input = acts.layer_input(l, BT());
@@ -322,6 +342,7 @@ struct GPT2 {
         }
 
         // embeddings: needs no parameters, only the tokens
+        at_unit(layout.embed_unit());
         tp_gather(dres);  // every row: a rank's vocabulary rows may be any position's token
         if (tensor)
             encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,

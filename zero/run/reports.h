@@ -96,3 +96,15 @@ inline void append_comm_csv(const std::string& path, int step, int rank, const C
                 (unsigned long long)st.sent[op], (unsigned long long)st.recv[op]);
     fclose(f);
 }
+
+// The step's trace (zero/comm/comm.h): every collective and host transfer in
+// the order this rank issued it.
+inline void append_trace_csv(const std::string& path, int step, int rank, const Trace& trace) {
+    bool fresh = !file_exists(path);
+    FILE* f = open_file(path, "a");
+    if (fresh) fprintf(f, "step,rank,index,op,group,bytes,unit\n");
+    for (size_t i = 0; i < trace.size(); i++)
+        fprintf(f, "%d,%d,%zu,%s,%s,%llu,%d\n", step, rank, i, trace[i].op.c_str(), trace[i].group.c_str(),
+                (unsigned long long)trace[i].bytes, trace[i].unit);
+    fclose(f);
+}

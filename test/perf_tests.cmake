@@ -1,0 +1,3 @@
+# The step-time model (zero/perf/): its schedule against the trainer's own trace
+# of every collective and host transfer (test_perf_trace.cpp).
+zero_test(NAME perf_trace SOURCES test_perf_trace.cpp ARGS ${CPU_TRAINER} LABELS cpu perf)

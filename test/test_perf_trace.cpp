@@ -1,0 +1,103 @@
+// The step-time model and the engine cannot drift apart: for runs across the
+// stages, world sizes, tensor and sequence parallelism, offload and
+// recomputation, the trainer's own trace of each step (--mem_report 1 writes
+// comm_trace_rank<r>.csv: every collective and host transfer as issued, with
+// its group, bytes and unit) must equal, entry by entry, the collectives and
+// transfers of zero/perf/step_ops.h's schedule for the same flags, which the
+// test derives the way the trainer does (parse_flags, make_run_setup).
+//
+// usage: test_perf_trace <train_gpt2_zero_cpu>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test/trainer_run.h"
+#include "zero/perf/step_ops.h"
+#include "zero/run/run_setup.h"
+
+namespace {
+
+// The schedule's traced entries ("op group bytes unit") of one step.
+std::vector<std::string> model_entries(const std::string& flags) {
+    std::vector<std::string> words;
+    std::istringstream in("trainer " + flags);
+    for (std::string w; in >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    TrainOptions o;
+    parse_flags((int)argv.size(), argv.data(), o);
+    RunSetup run = make_run_setup(o);
+    StepSchedule s = step_schedule(run.memory_query(o), 1);
+    std::vector<std::string> out;
+    for (const StepOp& op : s.ops)
+        if (op.collective() || op.transfer())
+            out.push_back(op.kind + " " + op.group + " " + std::to_string(op.bytes) + " " + std::to_string(op.unit));
+    return out;
+}
+
+// The trainer's entries of step `step` of rank `rank`.
+std::vector<std::string> trace_entries(const std::string& dir, int rank, int step) {
+    std::vector<std::string> out;
+    CsvRows t = read_csv(dir + "/comm_trace_rank" + std::to_string(rank) + ".csv");
+    for (size_t i = 0; i < t.rows.size(); i++)
+        if (t.num(i, "step") == step)
+            out.push_back(t.text(i, "op") + " " + t.text(i, "group") + " " + t.text(i, "bytes") + " " + t.text(i, "unit"));
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    TrainerRun base(trainer_from_args(argc, argv));
+    const std::string dir = "perf_trace";
+    run_command("rm -rf " + dir + " && mkdir -p " + dir);
+    write_markov_shard(dir + "/train.bin", TINY_VOCAB, 20000, 5);
+    struct Case {
+        int ranks;
+        std::string flags;
+    } cases[] = {
+        {1, "-z 0"},
+        {2, "-z 0 -d 384"},
+        {2, "-z 1 -d 384"},
+        {4, "-z 1 --offload_optimizer cpu"},
+        {2, "-z 2 -d 384 -r 1"},
+        {2, "-z 2 -d 384 --offload_optimizer cpu"},
+        {2, "-z 2 -d 384 --offload_optimizer cpu --offload_grad_accum device"},
+        {4, "-z 3"},
+        {2, "-z 3 -d 384 -r 2 --offload_optimizer cpu --offload_param cpu --offload_activations 1"},
+        {2, "-z 3 --tp 2 -r 2"},
+        {4, "-z 3 --tp 2 --sp 1 -d 256"},
+        {4, "-z 2 --tp 2 -r 2 --offload_activations 1 --offload_optimizer cpu"},
+        {4, "-z 1 --tp 4"},
+        {2, "-z 0 --tp 2 --sp 1 -r 1"},
+    };
+    int compared = 0;
+    for (const Case& c : cases) {
+        TrainerRun run = base;
+        run.model = TINY_4_LAYERS, run.train = dir + "/train.bin", run.ranks = c.ranks;
+        run.micro_batch = 2, run.seq_len = 32, run.steps = 2, run.mem_report = true;
+        run.out = dir + "/run" + std::to_string(compared);
+        run.extra = c.flags + " -n -1";
+        RunResult r = run.run();
+        if (r.status != 0) continue;
+        std::string flags = "-e " + std::string(TINY_4_LAYERS) + " -b 2 -t 32 --ranks " + std::to_string(c.ranks) + " " +
+                            c.flags;
+        std::vector<std::string> want = model_entries(flags);
+        EXPECT(want.size() > 4, "%s: the model lists %zu entries", flags.c_str(), want.size());
+        for (int rank = 0; rank < c.ranks; rank++)
+            for (int step = 1; step <= 2; step++) {
+                std::vector<std::string> got = trace_entries(run.out, rank, step);
+                size_t first = 0;
+                while (first < got.size() && first < want.size() && got[first] == want[first]) first++;
+                bool same = got.size() == want.size() && first == got.size();
+                EXPECT(same, "%s, rank %d, step %d: %zu traced, %zu modelled; first difference at entry %zu: "
+                       "traced '%s', modelled '%s'", flags.c_str(), rank, step, got.size(), want.size(), first,
+                       first < got.size() ? got[first].c_str() : "(none)",
+                       first < want.size() ? want[first].c_str() : "(none)");
+            }
+        printf("%-90s %zu entries per step: equal\n", flags.c_str(), want.size());
+        compared++;
+    }
+    EXPECT(compared == (int)(sizeof(cases) / sizeof(cases[0])), "%d of the runs compared", compared);
+    return test_summary("perf_trace");
+}
