@@ -91,9 +91,9 @@ train_gpt2_zero_cpu: $(CPU_OBJS) $(HOST_OBJS)
 
 # The reproduction's driver (zero/reproduce/): a host program that runs the
 # trainer and draws the figures.
-build/reproduce: zero/reproduce/reproduce.cpp build/host/zero/base/plot.o
+build/reproduce: zero/reproduce/reproduce.cpp build/host/zero/base/plot.o build/host/zero/base/json.o
 	@mkdir -p $(@D)
-	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< build/host/zero/base/plot.o
+	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< build/host/zero/base/plot.o build/host/zero/base/json.o
 
 -include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d) build/reproduce.d
 

@@ -35,7 +35,9 @@
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
 #include "zero/model/gpt2.h"
-#include "zero/run/peak_flops.h"
+#include "zero/perf/peak_flops.h"
+#include "zero/perf/calibrate.h"
+#include "zero/run/predict_report.h"
 #include "zero/run/reports.h"
 #include "zero/run/run_setup.h"
 #include "zero/run/sample.h"
@@ -242,7 +244,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     // MFU: model flops per second over the matmul peak of the devices in use
     // (emulated ranks share one device; NCCL ranks have one each): the best
     // probe this machine has recorded, so that load does not move it
-    // (zero/run/peak_flops.h)
+    // (zero/perf/peak_flops.h)
     double peak = 0.0;
     world_comm.barrier();  // nobody computes while rank 0 measures
     if (rank0) {
@@ -413,6 +415,18 @@ int main(int argc, char** argv) {
     // and measure GPU 0's free memory.
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
+    if (!o.predict.empty()) {  // the step-time model's prediction on a profile, instead of running
+        print_prediction(o, run, stdout);
+        return 0;
+    }
+    if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
+        switch (run.dtype) {
+            case DType::F32: calibrate_profile<float>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "fp32", stdout); break;
+            case DType::BF16: calibrate_profile<bf16>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "bf16", stdout); break;
+            case DType::F16: calibrate_profile<f16>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "fp16", stdout); break;
+        }
+        return 0;
+    }
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
         print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
         bool fits_plan = estimate_fit(o, run);

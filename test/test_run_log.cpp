@@ -2,7 +2,7 @@
 // every core) and shares it among its emulated ranks, refuses a malformed
 // value with one line, and prints the measured matmul peak in a unit that
 // shows it (a CPU's is GFLOP/s; it once read "0.0 TFLOP/s"). The peak is the
-// machine's record (zero/run/peak_flops.h), not one run's probe: a record
+// machine's record (zero/perf/peak_flops.h), not one run's probe: a record
 // above the probe is what MFU divides by, one below it is raised, and a
 // malformed record file is said and replaced.
 //

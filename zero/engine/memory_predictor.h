@@ -59,6 +59,9 @@ struct MemoryQuery {
     bool offload_param = false;
     bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
     bool offload_activations = false;
+    // ZeRO-R's Pa, which the trainer always uses when tp > 1 with -r 2 and no sp; false: the saved layer
+    // outputs kept whole, as in the ZeRO paper's configurations without Pa (zero/reproduce/ studies only)
+    bool partition_activations = true;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
 };
 
@@ -116,7 +119,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
     // ZeRO-R Pa (tensor parallelism, -r 2, no sp): a rank keeps BT/t rows of each
     // saved layer output, on the device or (offload) the host; two whole outputs cycle
-    bool pa = q.tp > 1 && !q.sp && q.recompute == 2;
+    bool pa = q.tp > 1 && !q.sp && q.recompute == 2 && q.partition_activations;
     double kept = pa ? BT / t : R;                    // rows of a saved layer output kept
     bool cycling = q.offload_activations || pa;
     double outputs = cycling ? 2 : L;  // each layer's output, or a pair cycling on the device

@@ -44,8 +44,9 @@ struct StepOp {
         return kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather" || kind == "scalar";
     }
     bool transfer() const { return kind == "to_host" || kind == "to_device"; }
-    // what the cost table knows it by: "matmul_fwd 256x768x2304"
-    std::string key() const {
+    // what the cost table knows it by: "matmul_fwd_f32 256x768x2304x1"
+    std::string key() const { return op_key(kind, dims); }
+    static std::string op_key(const std::string& kind, const std::vector<long>& dims) {
         std::string k = kind;
         for (size_t i = 0; i < dims.size(); i++) k += (i ? "x" : " ") + std::to_string(dims[i]);
         return k;
@@ -71,7 +72,7 @@ class Walker {
           R(q_.sp ? BT / q_.tp : BT) {
         off_opt = q.offload_optimizer;
         device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
-        pa = q.tp > 1 && !q.sp && q.recompute == 2;
+        pa = q.tp > 1 && !q.sp && q.recompute == 2 && q.partition_activations;
     }
     std::vector<StepOp> ops;
 
@@ -82,7 +83,7 @@ class Walker {
             add_host_wait(token_copies.size() >= 2 ? token_copies[token_copies.size() - 2] : -1);
             token_copies.push_back(kernel("upload_tokens", {2 * BT}));
             forward();
-            kernel("accumulate_f32", {BT});  // the step's loss sums
+            kernel("loss_sum", {BT});  // the step's loss sums, fp32
             backward(k);
         }
         optimizer_step();
@@ -326,7 +327,7 @@ class Walker {
             k(typed("encoder_fwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
             tensor_collective("all_reduce", act_bytes(), 0);
         } else {
-            k(typed("encoder_fwd"), {q.micro_batch, q.seq_len, C}, 0);
+            k(typed("encoder_fwd"), {q.micro_batch, q.seq_len, C, q.cfg.padded_vocab_size}, 0);
         }
         release_params(0);
         for (int l = 0; l < L; l++) {
@@ -383,7 +384,7 @@ class Walker {
         }
         tp_gather(0);
         if (q.tp > 1) k(typed("encoder_bwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
-        else k(typed("encoder_bwd"), {q.micro_batch, q.seq_len, C}, 0);
+        else k(typed("encoder_bwd"), {q.micro_batch, q.seq_len, C, q.cfg.padded_vocab_size}, 0);
         grads_done(0, micro);
     }
 

@@ -2,7 +2,8 @@
 // homework, in one command (`make reproduce`). Writes OUT/report.md, one PNG per
 // figure and one CSV per figure or table, and prints a line per trainer run.
 //
-//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework]
+//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework,check,throughput]
+//                   [--profiles zero/perf/profiles]
 //                   [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
 //                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
 #include <cstdio>
@@ -17,13 +18,17 @@
 #include "zero/reproduce/measured.h"
 #include "zero/reproduce/paper_figures.h"
 #include "zero/reproduce/report.h"
+#include "zero/reproduce/paper_throughput.h"
+#include "zero/reproduce/throughput_check.h"
 
 struct Args {
     std::string out = "out/reproduce";
-    std::string parts = "paper,memory,homework";
+    std::string parts = "paper,memory,homework,check,throughput";
+    std::string profiles = "zero/perf/profiles";
     std::string device = "CPU";
     MeasureSettings measure;
     HomeworkSettings homework;
+    CheckSettings check;
 };
 
 static int parse_int(const std::string& flag, const std::string& v, int lo) {
@@ -39,7 +44,8 @@ static Args parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string f = argv[i];
         if (f == "-h" || f == "--help") {
-            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework] [--device CPU|GPU]\n"
+            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework,check,throughput] [--device CPU|GPU]\n"
+                   "       [--profiles zero/perf/profiles]\n"
                    "       [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]\n"
                    "       [--homework_dir dev/homework] [--homework_ranks 4] [--homework_steps 3] [--homework_t 64]\n"
                    "       [--trainer_flags FLAGS]\n",
@@ -48,9 +54,10 @@ static Args parse_args(int argc, char** argv) {
         }
         CHECK(i + 1 < argc, "%s needs a value (see --help)", f.c_str());
         std::string v = argv[++i];
-        if (f == "--trainer") a.measure.trainer = a.homework.trainer = v;
+        if (f == "--trainer") a.measure.trainer = a.homework.trainer = a.check.trainer = v;
         else if (f == "--out") a.out = v;
         else if (f == "--parts") a.parts = v;
+        else if (f == "--profiles") a.profiles = v;
         else if (f == "--device") a.device = v;
         else if (f == "--model") a.measure.model = a.homework.model = v;
         else if (f == "--memory_model") a.measure.model = v;  // the memory-vs-N runs only (--model: both)
@@ -61,7 +68,7 @@ static Args parse_args(int argc, char** argv) {
         else if (f == "--homework_dir") a.homework.config_dir = v;
         else if (f == "--homework_ranks") a.homework.ranks = parse_int(f, v, 1);
         else if (f == "--homework_steps") a.homework.steps = parse_int(f, v, 2);
-        else if (f == "--trainer_flags") a.measure.flags = a.homework.flags = v;
+        else if (f == "--trainer_flags") a.measure.flags = a.homework.flags = a.check.flags = v;
         else if (f == "--ranks") {
             a.measure.ranks.clear();
             size_t start = 0;
@@ -78,11 +85,12 @@ static Args parse_args(int argc, char** argv) {
     while (start < a.parts.size()) {
         size_t comma = a.parts.find(',', start);
         std::string p = a.parts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        CHECK(p == "paper" || p == "memory" || p == "homework", "--parts: unknown part '%s' (paper, memory, homework)",
-              p.c_str());
+        CHECK(p == "paper" || p == "memory" || p == "homework" || p == "check" || p == "throughput",
+              "--parts: unknown part '%s' (paper, memory, homework, check, throughput)", p.c_str());
         start = comma == std::string::npos ? a.parts.size() : comma + 1;
     }
-    bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos;
+    bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos ||
+                a.parts.find("check") != std::string::npos;
     CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework)");
     CHECK(!runs || file_exists(a.measure.trainer), "trainer %s does not exist (make cpu, or make)",
           a.measure.trainer.c_str());
@@ -123,6 +131,16 @@ int main(int argc, char** argv) {
         std::vector<std::string> notes;
         std::vector<HomeworkResult> res = run_homework(a.homework, a.out, notes, progress);
         write_homework(a.homework, res, notes, a.out, rep);
+    }
+    if (has("throughput")) {
+        write_paper_throughput(a.out, a.profiles, rep);
+        progress("throughput: the paper's section 10 predicted on " + a.profiles);
+    }
+    if (has("check")) {
+        a.check.profile = a.out + "/measured_profile.json";
+        if (a.check.runs.empty()) a.check.runs = cpu_check_runs();
+        std::vector<CheckPoint> pts = check_throughput(a.check, a.out, progress);
+        write_throughput_check(a.check, pts, a.out, a.device, rep);
     }
     double secs = clock.seconds();
     rep.md += fmt("Total wall time: %.0f s.\n", secs);

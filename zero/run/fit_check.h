@@ -103,6 +103,7 @@ struct FitOption {
     MemoryQuery q;
     int cost = 0;
     double dev = 0, host = 0;
+    double seconds = 0;  // a step's predicted time, where a profile ranks them (zero/run/predict_report.h)
 };
 
 // Every combination of stage, micro-batch (same tokens per step), recomputation

@@ -96,6 +96,13 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--params", &O::params,
              "with --estimate 1: model states only (parameters, gradients, Adam) of a model of this many parameters "
              "(e.g. 7.5e9) at every stage over --ranks ranks, in the paper's mixed precision unless -p fp32"),
+        flag(nullptr, "--calibrate", &O::calibrate,
+             "time every operation of this run's steps on this machine into a measured profile (JSON; created or "
+             "extended), then exit"),
+        flag(nullptr, "--predict", &O::predict,
+             "predict this run's step time, tokens/s and TFLOP/s on a profile (zero/perf/profiles/*.json, or one "
+             "--calibrate wrote), then exit"),
+        flag(nullptr, "--nodes", &O::nodes, "with --predict on a cluster profile: nodes (world = nodes x devices per node)"),
         flag(nullptr, "--consolidate", &O::consolidate,
              "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
         flag(nullptr, "--from_hf", &O::from_hf,

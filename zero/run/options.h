@@ -48,6 +48,10 @@ struct TrainOptions {
     int mem_report = 0;
     int estimate = 0;
     double params = 0;  // --estimate for a raw parameter count: model states only, any model
+    // the step-time model (zero/perf/): time this run's operations into a profile; predict a step on one
+    std::string calibrate;  // a measured profile to time this run's operations into, then exit
+    std::string predict;    // a profile (zero/perf/profiles/) to predict this run's step on, then exit
+    int nodes = 1;          // --predict on a cluster profile: nodes (the world is nodes x devices per node)
     std::string consolidate;  // checkpoint to turn into one model file, then exit
     std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)
     std::string export_hf;    // write the model (-e file, --from_hf or --consolidate) as a Hugging Face folder, then exit

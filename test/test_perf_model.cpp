@@ -1,0 +1,238 @@
+// The step-time model's arithmetic (zero/perf/), against closed forms worked
+// out by hand:
+//   collectives: ring and tree all-reduce, ring reduce-scatter/all-gather, the
+//     choice between them, the two-level (hierarchical) form, where a grid's
+//     groups sit on the nodes;
+//   the layout in time: a synchronous build sums its ops, a comm stream
+//     overlaps the compute stream as far as the waits let it, host work holds
+//     the issue of what follows;
+//   costs: a measured profile's exact shapes, the interpolation between two
+//     shapes, oversubscribed ranks, a specification profile's efficiencies
+//     along its chain;
+//   the step's FLOPs: the schedule's matmuls and attention equal
+//     6 (12 L C^2 + Vp C) + 6 L C T per token, plus the recomputed forward;
+//   the predictor without Pa keeps every layer's whole input.
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "test/test_util.h"
+#include "zero/perf/simulate.h"
+
+static bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::fabs(b) + 1e-15; }
+
+static void collectives() {
+    Tier t{1e11, 1e-5};  // 100 GB/s, 10 us a step
+    // S = 1 GB, p = 8: ring all-reduce 2(p-1) a + 2(p-1)/p S/B = 14e-5 + 1.75 * 0.01
+    EXPECT(near(ring_seconds("all_reduce", 1e9, 8, t), 14e-5 + 0.0175), "ring all-reduce %.9g",
+           ring_seconds("all_reduce", 1e9, 8, t));
+    EXPECT(near(ring_seconds("reduce_scatter", 1e9, 8, t), 7e-5 + 0.00875), "ring reduce-scatter");
+    EXPECT(near(ring_seconds("all_gather", 1e9, 8, t), 7e-5 + 0.00875), "ring all-gather");
+    EXPECT(ring_seconds("all_reduce", 1e9, 1, t) == 0, "one rank moves nothing");
+    // tree: 2 ceil(log2 p) a + 2 S/B; p = 8: 6e-5 + 0.02 (ring is faster for 1 GB), for 8 bytes 6e-5 (tree wins)
+    EXPECT(near(tree_all_reduce_seconds(1e9, 8, t), 6e-5 + 0.02), "tree all-reduce");
+    EXPECT(near(flat_seconds("all_reduce", 1e9, 8, t), 14e-5 + 0.0175), "1 GB: the ring");
+    EXPECT(near(flat_seconds("all_reduce", 8, 8, t), 6e-5 + 16 / 1e11), "8 bytes: the tree");
+    EXPECT(near(tree_all_reduce_seconds(8, 5, t), 6e-5 + 16 / 1e11), "p = 5: ceil(log2 5) = 3 levels");
+    // two levels, m = 4 per node on n = 2 nodes: RS(S, 4) + AR(S/4, 2) + AG(S, 4) on the two tiers
+    Tier in{2e11, 2e-6}, out{1e10, 1e-5};
+    double rs = 3 * 2e-6 + 0.75 * 1e9 / 2e11, ar = flat_seconds("all_reduce", 2.5e8, 2, out);
+    EXPECT(near(ar, 2e-5 + 2.5e8 / 1e10), "two nodes, ring = 2(n-1) a + 2(n-1)/n S/B");
+    EXPECT(near(cluster_collective_seconds("all_reduce", 1e9, 4, 2, in, out), 2 * rs + ar), "hierarchical all-reduce");
+    EXPECT(near(cluster_collective_seconds("reduce_scatter", 1e9, 4, 2, in, out),
+                rs + ring_seconds("reduce_scatter", 2.5e8, 2, out)), "hierarchical reduce-scatter");
+    EXPECT(near(cluster_collective_seconds("all_gather", 1e9, 1, 8, in, out), ring_seconds("all_gather", 1e9, 8, out)),
+           "one per node: a ring over the nodes");
+    EXPECT(near(cluster_collective_seconds("all_gather", 1e9, 8, 1, in, out), ring_seconds("all_gather", 1e9, 8, in)),
+           "one node: the link");
+    // where groups sit: rank = dp * t + tp, 16 devices per node
+    int m, n;
+    group_span(true, 16, 25, 16, m, n);
+    EXPECT(m == 16 && n == 1, "t 16: a tensor group fills one node (%d x %d)", m, n);
+    group_span(false, 16, 25, 16, m, n);
+    EXPECT(m == 1 && n == 25, "t 16: each data rank on its own node (%d x %d)", m, n);
+    group_span(true, 64, 6, 16, m, n);
+    EXPECT(m == 16 && n == 4, "t 64 spans 4 nodes (%d x %d)", m, n);
+    group_span(false, 4, 100, 16, m, n);
+    EXPECT(m == 4 && n == 25, "t 4: 4 data ranks share a node, 25 nodes (%d x %d)", m, n);
+    group_span(false, 1, 128, 16, m, n);
+    EXPECT(m == 16 && n == 8, "no tp: 16 data ranks a node (%d x %d)", m, n);
+}
+
+// A schedule of hand-made ops.
+static StepOp op(const char* kind, Lane lane, std::vector<int> after = {}, int step = 0) {
+    StepOp o;
+    o.kind = kind, o.lane = lane, o.after = after, o.step = step;
+    return o;
+}
+
+static void layout_in_time() {
+    StepSchedule s;
+    // step 0: a kernel (1), a collective on the comm stream after it (3), a kernel (2), a kernel waiting for the
+    // collective (1); step 1 the same
+    for (int k = 0; k < 2; k++) {
+        int base = (int)s.ops.size();
+        s.ops.push_back(op("a", Lane::Compute, {}, k));
+        s.ops.push_back(op("all_reduce", Lane::Comm, {base}, k));
+        s.ops.push_back(op("b", Lane::Compute, {}, k));
+        s.ops.push_back(op("c", Lane::Compute, {base + 1}, k));
+        s.ops.push_back(op("host_wait", Lane::Host, {base + 3}, k));
+    }
+    std::vector<double> d = {1, 3, 2, 1, 0, 1, 3, 2, 1, 0};
+    std::vector<double> sync = lay_out(s, d, true), streams = lay_out(s, d, false);
+    EXPECT(near(sync[0], 7) && near(sync[1], 14), "synchronous: the sum (%g, %g)", sync[0], sync[1]);
+    // streams: a 0-1, collective 1-4 beside b 1-3, c waits to 4, ends 5: the host waits for it
+    EXPECT(near(streams[0], 5) && near(streams[1], 10), "streams: the collective hides b (%g, %g)", streams[0],
+           streams[1]);
+    // host work holds the issue of the next device op
+    StepSchedule h;
+    h.ops.push_back(op("cpu_adamw_f32", Lane::Host));
+    h.ops.push_back(op("to_device", Lane::Comm));
+    h.ops.push_back(op("k", Lane::Compute));
+    h.ops.push_back(op("host_wait", Lane::Host, {1}));
+    std::vector<double> he = lay_out(h, {2, 1, 5, 0}, false);
+    EXPECT(near(he[0], 3), "host 0-2, transfer 2-3, the kernel 2-7 unwaited: the host's step ends at 3 (%g)", he[0]);
+}
+
+// A measured profile with hand-set times.
+static Profile table_profile(bool synchronous) {
+    Profile p;
+    p.path = "<test>", p.measured = true, p.synchronous = synchronous, p.dtype = "fp32", p.cores = 2;
+    p.peak_tflops = 0.1, p.hbm_gbs = 20;
+    return p;
+}
+
+static void costs() {
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 4, q.micro_batch = 2, q.seq_len = 32;
+    Profile p = table_profile(true);
+    // exact shapes, and a matmul interpolated between two: rates 1 and 4 GFLOP/s at 1 and 16 MFLOP of work;
+    // at 4 MFLOP (a quarter of the way in log) the rate is exp(ln 1 + 0.5 ln 4) = 2 GFLOP/s
+    p.kernels["r1"]["matmul_fwd_f32 10x50x1000x1"] = 1e-3;       // 2*10*50*1000 = 1e6 FLOP at 1e9/s
+    p.kernels["r1"]["matmul_fwd_f32 10x400x2000x1"] = 16e6 / 4e9;
+    p.kernels["r2"]["layernorm_fwd_f32 64x64"] = 7e-6;
+    Placement one;
+    OpTimer t(p, q, one);
+    StepOp mm;
+    mm.kind = "matmul_fwd_f32", mm.dims = {10, 50, 1000, 1};
+    EXPECT(near(t.seconds(mm), 1e-3), "an exact shape");
+    mm.dims = {10, 100, 2000, 1};  // 4e6 FLOP
+    EXPECT(near(t.seconds(mm), 4e6 / 2e9, 1e-9), "interpolated: %.9g, closed form %.9g", t.seconds(mm), 2e-3);
+    mm.dims = {10, 800, 4000, 1};  // beyond the largest: its rate
+    EXPECT(near(t.seconds(mm), 64e6 / 4e9), "beyond the last shape: the last rate");
+    EXPECT(t.interpolated == 2, "two interpolated (%d)", t.interpolated);
+    // 8 ranks on 2 cores: timed with 2 at once, 4 times as long
+    Placement eight;
+    eight.world = 8;
+    OpTimer t8(p, q, eight);
+    StepOp ln;
+    ln.kind = "layernorm_fwd_f32", ln.dims = {64, 64};
+    EXPECT(near(t8.seconds(ln), 4 * 7e-6), "oversubscribed: %g", t8.seconds(ln));
+}
+
+static void step_flops_and_sums() {
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=3,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 4, q.micro_batch = 2, q.seq_len = 32, q.micro_steps = 2;
+    const double L = 3, C = 64, T = 32, Vp = q.cfg.padded_vocab_size, tokens = 2 * 32 * 2;
+    for (int r : {0, 2}) {
+        q.recompute = r;
+        StepSchedule s = step_schedule(q, 1);
+        double flops = 0;
+        for (const StepOp& o : s.ops) flops += op_flops(o.kind, o.dims);
+        double per_token = 6 * (12 * L * C * C + Vp * C) + 6 * L * C * T + (r == 2 ? 2 * 12 * L * C * C + 2 * L * C * T : 0);
+        EXPECT(near(flops, per_token * tokens), "recompute %d: %.6g FLOP, closed form %.6g", r, flops, per_token * tokens);
+    }
+    // a synchronous profile: the step is the sum of its ops, the breakdown each kind's share
+    q.recompute = 0, q.world = 2, q.stage = 2;
+    Profile p = table_profile(true);
+    StepSchedule s = step_schedule(q, 1);
+    double sum = 0, coll = 0;
+    for (const StepOp& o : s.ops) {
+        if (o.kind == "host_wait") continue;
+        double v = 1e-4 * (1 + o.key().size() % 7);  // any positive time per shape
+        if (o.collective()) p.collectives["N2g2"][o.kind + " " + std::to_string(o.bytes)] = v;
+        else p.kernels["r2"][o.key()] = v;
+    }
+    for (const StepOp& o : s.ops) {
+        if (o.kind == "host_wait") continue;
+        double v = o.collective() ? p.collectives["N2g2"][o.kind + " " + std::to_string(o.bytes)] : p.kernels["r2"][o.key()];
+        sum += v;
+        if (o.collective() && o.kind != "scalar") coll += v;
+    }
+    Placement two;
+    two.world = 2;
+    StepPrediction pr = predict_step(q, p, two);
+    EXPECT(near(pr.step_s, sum, 1e-9), "synchronous: %.9g, the sum %.9g", pr.step_s, sum);
+    double dp = -1;
+    for (const auto& e : pr.exposed)
+        if (e.first == "data-parallel collectives") dp = e.second;
+    EXPECT(near(dp, coll, 1e-6), "synchronous: the collectives' share %.9g, their sum %.9g", dp, coll);
+    EXPECT(pr.interpolated == 0, "every shape measured (%d interpolated)", pr.interpolated);
+}
+
+static void specification_profiles() {
+    // a spec profile takes a kind's efficiency from its own table, else along efficiency_from to a measured one
+    const char* spec = "perf_model_spec.json";
+    const char* mid = "perf_model_mid.json";
+    const char* meas = "perf_model_measured.json";
+    FILE* f = fopen(spec, "w");
+    fprintf(f, "{\"device\": {\"peak_tflops\": 100, \"memory_gbs\": 1000, \"dtype\": \"bf16\"}, "
+               "\"node\": {\"devices\": 4, \"link_gbs\": 100, \"link_latency_us\": 1}, "
+               "\"network\": {\"node_gbs\": 40, \"latency_us\": 5}, \"efficiency_from\": \"%s\"}", mid);
+    fclose(f);
+    f = fopen(mid, "w");
+    fprintf(f, "{\"device\": {\"peak_tflops\": 1}, \"efficiency\": {\"attention_fwd\": 0.25}, \"efficiency_from\": \"%s\"}",
+            meas);
+    fclose(f);
+    f = fopen(meas, "w");  // a 2 MFLOP matmul in 1 ms at a 4 GFLOP/s peak: 50%
+    fprintf(f, "{\"measured\": true, \"device\": {\"peak_tflops\": 0.004, \"memory_gbs\": 10, \"dtype\": \"fp32\"}, "
+               "\"kernels\": {\"r1\": {\"matmul_fwd_f32 10x100x1000x1\": 1e-3}}}");
+    fclose(f);
+    Profile p = load_profile(spec);
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 2, q.tp = 4, q.world = 2;
+    Placement pl;
+    pl.emulated = false, pl.world = 8;
+    OpTimer t(p, q, pl);
+    StepOp mm;
+    mm.kind = "matmul_fwd_16", mm.dims = {10, 100, 1000, 1};
+    EXPECT(near(t.seconds(mm), 2e6 / (0.5 * 100e12)), "a matmul at the measured 50%%: %g", t.seconds(mm));
+    mm.kind = "matmul_fwd_gelu_16";
+    EXPECT(near(t.seconds(mm), 2e6 / (0.5 * 100e12)), "the fused GELU at the matmul's efficiency");
+    StepOp at;
+    at.kind = "attention_fwd_16", at.dims = {2, 32, 16, 1};  // 2 B T^2 C = 65536 FLOP
+    EXPECT(near(t.seconds(at), 65536 / (0.25 * 100e12)), "attention at the chain's stated 25%%");
+    // the tensor group (4 adjacent ranks) fills a node; the data group (2, 4 apart) spans two
+    StepOp c;
+    c.kind = "all_reduce", c.group = "tensor", c.bytes = 1000000;
+    EXPECT(near(t.seconds(c), flat_seconds("all_reduce", 1e6, 4, Tier{1e11, 1e-6})), "tensor all-reduce in a node");
+    c.group = "data";
+    EXPECT(near(t.seconds(c), flat_seconds("all_reduce", 1e6, 2, Tier{40e9 / 4, 5e-6})),
+           "data all-reduce over the network, the node's bandwidth shared by its 4 devices");
+}
+
+static void predictor_without_pa() {
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=4,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 4, q.micro_batch = 2, q.seq_len = 32, q.tp = 2, q.recompute = 2;
+    double with = (double)predict_memory(q, SHARD_ALIGN).reserved.get(Arena::Device, MemKind::Activations);
+    q.partition_activations = false;
+    double without = (double)predict_memory(q, SHARD_ALIGN).reserved.get(Arena::Device, MemKind::Activations);
+    // Pa keeps BT/t rows of each of the L saved outputs beside 2 whole ones; without, all L whole
+    const double BT = 64, C = 64, L = 4, s = 4;
+    EXPECT(near(without - with, (L * BT * C - 2 * BT * C - L * BT / 2 * C) * s), "without Pa: %g more bytes",
+           without - with);
+}
+
+int main() {
+    collectives();
+    layout_in_time();
+    costs();
+    step_flops_and_sums();
+    specification_profiles();
+    predictor_without_pa();
+    return test_summary("perf_model");
+}

@@ -1,0 +1,249 @@
+// How long one operation of the step takes (zero/perf/step_ops.h), on a
+// profile (zero/perf/profile.h) and a placement of the ranks.
+//
+// Emulated ranks on a measured profile (the way `--ranks N` runs): a kernel,
+// transfer or host operation takes what the calibration measured for it while
+// min(N, R) ranks ran it at once, R being the most the calibration ran (the
+// CPU's cores: beyond them the N ranks' threads share the cores, N / R times
+// as long); a collective what it measured in a world of N ranks in groups of
+// the same size. A shape the calibration did not time is interpolated from
+// those of the same kind it did: the rate (work per second) between the two
+// measured shapes whose work brackets it, linearly in log(work), and held at
+// the ends. Work is FLOPs for the matmuls and attention, bytes for the rest.
+//
+// One rank per device of a cluster (a spec profile): a kernel runs at the
+// efficiency (rate / peak) its kind reached in the measured profile named by
+// `efficiency_from`, applied to this device's peak FLOP/s or memory bandwidth;
+// collectives follow zero/perf/collectives.h over the node's link and the
+// network; transfers cross PCIe; the CPU AdamW and the host adds run at the
+// host's rates.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zero/perf/collectives.h"
+#include "zero/perf/profile.h"
+#include "zero/perf/step_ops.h"
+
+// The kind without its dtype suffix: matmul_fwd_f32 -> matmul_fwd.
+inline std::string base_kind(const std::string& kind) {
+    for (const char* sfx : {"_f32", "_16"})
+        if (kind.size() > 4 && kind.compare(kind.size() - strlen(sfx), strlen(sfx), sfx) == 0)
+            return kind.substr(0, kind.size() - strlen(sfx));
+    return kind;
+}
+
+// FLOPs of a matmul or attention kernel (0 for the others): the model's FLOPs,
+// causal attention counted as the trainer's 6 L C T per token does.
+inline double op_flops(const std::string& kind, const std::vector<long>& d) {
+    std::string b = base_kind(kind);
+    if (b.rfind("matmul_fwd", 0) == 0) return 2.0 * d[0] * d[1] * d[2];
+    if (b.rfind("matmul_bwd", 0) == 0) return 4.0 * d[0] * d[1] * d[2];
+    if (b == "attention_fwd") return 2.0 * d[0] * (double)d[1] * d[1] * d[2];
+    if (b == "attention_bwd") return 4.0 * d[0] * (double)d[1] * d[1] * d[2];
+    return 0;
+}
+
+// Bytes an elementwise kernel, copy or host operation reads and writes, s per element.
+inline double op_bytes(const std::string& kind, const std::vector<long>& d, double s) {
+    std::string b = base_kind(kind);
+    double n = d.empty() ? 0 : (double)d[0];
+    if (b == "layernorm_fwd") return 2.0 * d[0] * d[1] * s;
+    if (b == "residual_layernorm_fwd") return 4.0 * d[0] * d[1] * s;
+    if (b == "layernorm_bwd") return 3.0 * d[0] * d[1] * s;
+    if (b == "residual_fwd" || b == "accumulate" || b == "host_add") return 3.0 * n * s;
+    if (b == "gelu_fwd") return 2.0 * n * s;
+    if (b == "encoder_fwd" || b == "encoder_bwd" || b == "encoder_fwd_vocab" || b == "encoder_bwd_vocab")
+        return 3.0 * d[0] * d[1] * d[2] * s;
+    if (b == "classifier") return 2.0 * d[0] * d[1] * s;
+    if (b == "vocab_local_stats" || b == "vocab_sum_exp") return (double)d[0] * d[1] * s;
+    if (b == "vocab_finish") return 2.0 * d[0] * d[1] * s;
+    if (b == "loss_sum") return 12.0 * n;
+    if (b == "sumsq" || b == "host_sumsq") return n * s;
+    if (b == "adamw" || b == "cpu_adamw") return n * (24.0 + 2 * s);
+    if (b == "copy") return 2.0 * n;
+    if (b == "upload_tokens") return 4.0 * n;
+    return n;  // zero, to_host, to_device: bytes
+}
+
+inline double op_work(const std::string& kind, const std::vector<long>& d, double s) {
+    double f = op_flops(kind, d);
+    return f > 0 ? f : op_bytes(kind, d, s);
+}
+
+inline std::vector<long> parse_dims(const std::string& key, std::string& kind) {
+    size_t sp = key.find(' ');
+    kind = key.substr(0, sp);
+    std::vector<long> d;
+    if (sp == std::string::npos) return d;
+    const char* c = key.c_str() + sp + 1;
+    while (*c) {
+        d.push_back(strtol(c, (char**)&c, 10));
+        if (*c == 'x') c++;
+    }
+    return d;
+}
+
+// Where the ranks are: sharing one device of a measured profile (emulated), or
+// one per device of a cluster, dp x tp of them.
+struct Placement {
+    bool emulated = true;
+    int world = 1;  // dp * tp
+};
+
+class OpTimer {
+  public:
+    OpTimer(const Profile& p, const MemoryQuery& q, const Placement& pl) : prof(p), q(q), pl(pl) {
+        s = (double)q.dtype_bytes;
+        // a spec profile's kernel efficiencies: its own table, then efficiency_from's, to a measured profile
+        for (const Profile* at = &p; !at->measured;) {
+            CHECK(!at->efficiency_from.empty(), "%s: a profile from specifications needs efficiency_from",
+                  at->path.c_str());
+            refs.push_back(std::make_unique<Profile>(load_profile(profile_sibling(*at, at->efficiency_from))));
+            at = refs.back().get();
+            CHECK(refs.size() < 8, "%s: efficiency_from goes round in a circle", p.path.c_str());
+        }
+        if (pl.emulated) {
+            int most = 1;
+            for (const auto& c : p.kernels) most = std::max(most, atoi(c.first.c_str() + 1));
+            ctx_ranks = std::min(pl.world, most);
+            oversubscribed = (double)pl.world / ctx_ranks;
+        }
+    }
+    const Profile& prof;
+    const MemoryQuery q;
+    const Placement pl;
+    std::vector<std::unique_ptr<Profile>> refs;  // spec profiles: the efficiency_from chain, a measured one last
+    int interpolated = 0;          // ops whose exact shape was not measured
+
+    double seconds(const StepOp& op) {
+        if (op.kind == "host_wait") return 0;
+        if (op.collective()) return collective_seconds(op);
+        if (pl.emulated) return measured(prof, "r" + std::to_string(ctx_ranks), op.key(), op.kind, op.dims) *
+                                oversubscribed;
+        if (op.transfer()) return prof.pcie_latency_us * 1e-6 + op.bytes / (prof.pcie_gbs * 1e9);
+        std::string b = base_kind(op.kind);
+        if (b == "cpu_adamw") return op.dims[0] / prof.cpu_adamw_params_per_s;
+        if (b == "host_add" || b == "host_sumsq") return op_bytes(op.kind, op.dims, s) / (prof.host_gbs * 1e9);
+        // a kernel at the efficiency its kind reached elsewhere, on this device's peak or bandwidth
+        double flops = op_flops(op.kind, op.dims), eff = efficiency(op);
+        return flops > 0 ? flops / (eff * prof.peak_tflops * 1e12)
+                         : op_bytes(op.kind, op.dims, s) / (eff * prof.hbm_gbs * 1e9);
+    }
+
+    // Rate over peak (FLOP/s or bytes/s) of op's kind: from a profile on the chain that states it,
+    // else from the measured profile at its end, at op's shape (or interpolated by work).
+    double efficiency(const StepOp& op) {
+        std::string b = base_kind(op.kind);
+        // a fused GELU is a matmul's epilogue: nothing a GPU notices, but a CPU computes a tanh per element,
+        // which would misstate a GPU's matmul; it takes the plain matmul's efficiency
+        if (b == "matmul_fwd_gelu" || b == "matmul_bwd_gelu") b = b.substr(0, 10);
+        for (const Profile* at = &prof;; at = refs[&prof == at ? 0 : index_of(at) + 1].get()) {
+            auto e = at->efficiency.find(b);
+            if (e != at->efficiency.end()) return e->second;
+            if (!at->measured) continue;
+            std::string kind = b + (op.kind == base_kind(op.kind) ? "" : at->dtype == "fp32" ? "_f32" : "_16");
+            double es = at->dtype == "fp32" ? 4 : 2;
+            // timed alone if it was; else with k ranks at once, which shared the device: a k-th of their time
+            int k = 1;
+            while (!has_kind(*at, "r" + std::to_string(k), kind) && k < 1024) k *= 2;
+            CHECK(k < 1024, "%s has no measurement of %s (the kernel efficiencies of %s come from it)",
+                  at->path.c_str(), kind.c_str(), prof.path.c_str());
+            double t = measured(*at, "r" + std::to_string(k), StepOp::op_key(kind, op.dims), kind, op.dims) / k;
+            double work = op_work(kind, op.dims, es);
+            double eff = op_flops(kind, op.dims) > 0 ? work / t / (at->peak_tflops * 1e12) : work / t / (at->hbm_gbs * 1e9);
+            return std::min(eff, 1.0);
+        }
+    }
+    static bool has_kind(const Profile& p, const std::string& ctx, const std::string& kind) {
+        auto c = p.kernels.find(ctx);
+        if (c == p.kernels.end()) return false;
+        for (const auto& e : c->second)
+            if (e.first.compare(0, kind.size() + 1, kind + " ") == 0) return true;
+        return false;
+    }
+    size_t index_of(const Profile* at) const {
+        for (size_t i = 0; i < refs.size(); i++)
+            if (refs[i].get() == at) return i;
+        return refs.size();
+    }
+
+  private:
+    double s = 4;
+    int ctx_ranks = 1;
+    double oversubscribed = 1;
+    // per (table, context, kind): measured (work, seconds), sorted by work
+    std::map<std::string, std::vector<std::pair<double, double>>> curves;
+
+    double measured(const Profile& p, const std::string& ctx, const std::string& key, const std::string& kind,
+                    const std::vector<long>& dims) {
+        auto c = p.kernels.find(ctx);
+        CHECK(c != p.kernels.end(), "%s has no measurements for %s ranks at once: calibrate it (--calibrate)",
+              p.path.c_str(), ctx.c_str() + 1);
+        auto e = c->second.find(key);
+        if (e != c->second.end()) return e->second;
+        interpolated++;
+        double es = p.dtype == "fp32" ? 4 : 2;
+        return interpolate(p, c->second, p.path + ctx + kind, kind, op_work(kind, dims, &p == &prof ? s : es),
+                           [&](const std::string& k2) -> double {
+                               std::string kk;
+                               std::vector<long> d2 = parse_dims(k2, kk);
+                               return kk == kind ? op_work(kk, d2, &p == &prof ? s : es) : -1;
+                           });
+    }
+
+    template <typename WorkOf>
+    double interpolate(const Profile& p, const std::map<std::string, double>& table, const std::string& id,
+                       const std::string& what, double work, WorkOf work_of) {
+        std::vector<std::pair<double, double>>& pts = curves[id];
+        if (pts.empty()) {
+            for (const auto& e : table) {
+                double w = work_of(e.first);
+                if (w > 0 && e.second > 0) pts.push_back({w, e.second});
+            }
+            std::sort(pts.begin(), pts.end());
+        }
+        CHECK(!pts.empty(), "%s has no measurement of %s: calibrate with the run's flags (--calibrate)",
+              p.path.c_str(), what.c_str());
+        if (work <= pts.front().first) return pts.front().second * (pts.size() > 1 ? 1.0 : work / pts.front().first);
+        if (work >= pts.back().first) return pts.back().second * work / pts.back().first;  // the last rate
+        size_t i = 1;
+        while (pts[i].first < work) i++;
+        double w0 = pts[i - 1].first, w1 = pts[i].first;
+        double r0 = std::log(w0 / pts[i - 1].second), r1 = std::log(w1 / pts[i].second);
+        double f = (std::log(work) - std::log(w0)) / (std::log(w1) - std::log(w0));
+        return work / std::exp(r0 + f * (r1 - r0));
+    }
+
+    double collective_seconds(const StepOp& op) {
+        bool tensor = op.group == "tensor";
+        int g = tensor ? q.tp : q.world;
+        if (pl.emulated) {
+            std::string ctx = "N" + std::to_string(pl.world) + "g" + std::to_string(g);
+            auto c = prof.collectives.find(ctx);
+            CHECK(c != prof.collectives.end(),
+                  "%s has no collectives of %d ranks in groups of %d: calibrate with the run's flags (--calibrate)",
+                  prof.path.c_str(), pl.world, g);
+            std::string key = op.kind + " " + std::to_string(op.bytes);
+            auto e = c->second.find(key);
+            if (e != c->second.end()) return e->second;
+            interpolated++;
+            return interpolate(prof, c->second, prof.path + ctx + op.kind, op.kind, (double)op.bytes,
+                               [&](const std::string& k2) -> double {
+                                   size_t sp = k2.find(' ');
+                                   return k2.substr(0, sp) == op.kind ? atof(k2.c_str() + sp + 1) : -1;
+                               });
+        }
+        int m = 1, n = 1;
+        group_span(tensor, q.tp, q.world, prof.devices_per_node, m, n);
+        Tier intra{prof.link_gbs * 1e9, prof.link_latency_us * 1e-6};
+        Tier inter{prof.network_gbs * 1e9 / prof.devices_per_node, prof.network_latency_us * 1e-6};
+        return cluster_collective_seconds(op.kind, (double)op.bytes, m, n, intra, inter);
+    }
+};

@@ -1,0 +1,156 @@
+// A hardware profile: what the step-time model knows about a machine, read from
+// a small JSON file (zero/perf/profiles/). Two kinds:
+//
+//   measured  written by `--calibrate FILE` on this build's device (the CPU
+//             build's cores, or one GPU): the time of every kernel, transfer and
+//             host operation of the calibrated runs, each timed alone while
+//             r ranks run it at once ("r1", "r2", ...: emulated ranks share the
+//             device), and of every emulated collective in a world of N ranks
+//             in groups of g ("N4g2"). Emulated runs are predicted from these.
+//   spec      a cluster from public specifications: a device (peak dense
+//             TFLOP/s per dtype, memory, memory bandwidth), a node (devices, the
+//             link's bandwidth per device and latency), a network (bandwidth
+//             per node, latency), a host (PCIe, CPU AdamW rate). Kernel times
+//             come from a measured profile's efficiencies (`efficiency_from`)
+//             applied to this device's peak and bandwidth: an assumption the
+//             prediction states.
+//
+// Every number says where it came from in the file's "sources".
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "zero/base/common.h"
+#include "zero/base/json.h"
+
+struct Profile {
+    std::string path, name, about;
+    bool measured = false;   // by --calibrate on this build (else: specifications)
+    bool synchronous = false;  // the CPU build: every stream is the rank's own thread
+    // device
+    std::string device;
+    double memory_gib = 0, peak_tflops = 0, hbm_gbs = 0;  // peak in the dtype the profile is for
+    std::string dtype = "fp32";
+    int cores = 1;  // measured: the cores the build's ranks share (CPU), else 1
+    // node, network, host
+    int devices_per_node = 1;
+    double link_gbs = 0, link_latency_us = 0;    // within a node, per device, one direction
+    double network_gbs = 0, network_latency_us = 0;  // between nodes, per node, one direction
+    double pcie_gbs = 0, pcie_latency_us = 0, host_memory_gib = 0;
+    double cpu_adamw_params_per_s = 0;  // spec: the host's AdamW over all its cores
+    double host_gbs = 0;                // spec: host memory bandwidth (host adds, norms)
+    std::string efficiency_from;        // spec: the profile whose kernel efficiencies apply (followed to a measured one)
+    std::map<std::string, double> efficiency;  // spec: a kernel kind's efficiency measured elsewhere (before efficiency_from)
+    // measured tables: context -> key -> seconds
+    std::map<std::string, std::map<std::string, double>> kernels, collectives;
+};
+
+inline Profile load_profile(const std::string& path) {
+    JsonValue j = parse_json_file(path);
+    Profile p;
+    p.path = path;
+    auto num = [&](const JsonValue& o, const char* key, double& out) {
+        if (const JsonValue* v = o.find(key)) {
+            CHECK(v->is_number(), "%s: %s must be a number", v->where().c_str(), key);
+            out = v->as_number();
+        }
+    };
+    auto str = [&](const JsonValue& o, const char* key, std::string& out) {
+        if (const JsonValue* v = o.find(key)) {
+            CHECK(v->is_string(), "%s: %s must be a string", v->where().c_str(), key);
+            out = v->as_string();
+        }
+    };
+    CHECK(j.is_object(), "%s: a profile is a JSON object", path.c_str());
+    str(j, "name", p.name);
+    str(j, "about", p.about);
+    if (const JsonValue* m = j.find("measured")) p.measured = m->is_bool() && m->as_bool();
+    if (const JsonValue* m = j.find("synchronous")) p.synchronous = m->is_bool() && m->as_bool();
+    double cores = 1, dpn = 1;
+    if (const JsonValue* d = j.find("device")) {
+        str(*d, "name", p.device);
+        str(*d, "dtype", p.dtype);
+        num(*d, "memory_gib", p.memory_gib);
+        num(*d, "peak_tflops", p.peak_tflops);
+        num(*d, "memory_gbs", p.hbm_gbs);
+        num(*d, "cores", cores);
+    }
+    if (const JsonValue* n = j.find("node")) {
+        num(*n, "devices", dpn);
+        num(*n, "link_gbs", p.link_gbs);
+        num(*n, "link_latency_us", p.link_latency_us);
+    }
+    if (const JsonValue* n = j.find("network")) {
+        num(*n, "node_gbs", p.network_gbs);
+        num(*n, "latency_us", p.network_latency_us);
+    }
+    if (const JsonValue* h = j.find("host")) {
+        num(*h, "pcie_gbs", p.pcie_gbs);
+        num(*h, "pcie_latency_us", p.pcie_latency_us);
+        num(*h, "memory_gib", p.host_memory_gib);
+        num(*h, "cpu_adamw_params_per_s", p.cpu_adamw_params_per_s);
+        num(*h, "memory_gbs", p.host_gbs);
+    }
+    p.cores = (int)cores, p.devices_per_node = (int)dpn;
+    str(j, "efficiency_from", p.efficiency_from);
+    if (const JsonValue* e = j.find("efficiency")) {
+        CHECK(e->is_object(), "%s: efficiency maps kernel kinds to fractions of the peak", e->where().c_str());
+        for (const JsonMember& m : e->members()) {
+            CHECK(m.value.is_number() && m.value.as_number() > 0 && m.value.as_number() <= 1,
+                  "%s: %s: an efficiency in (0, 1] expected", m.value.where().c_str(), m.key.c_str());
+            p.efficiency[m.key] = m.value.as_number();
+        }
+    }
+    for (const char* table : {"kernels", "collectives"}) {
+        const JsonValue* t = j.find(table);
+        if (!t) continue;
+        CHECK(t->is_object(), "%s: %s must be an object of contexts", t->where().c_str(), table);
+        auto& dst = std::string(table) == "kernels" ? p.kernels : p.collectives;
+        for (const JsonMember& ctx : t->members()) {
+            CHECK(ctx.value.is_object(), "%s: a context maps keys to seconds", ctx.value.where().c_str());
+            for (const JsonMember& e : ctx.value.members()) {
+                CHECK(e.value.is_number() && e.value.as_number() >= 0, "%s: %s: seconds >= 0 expected",
+                      e.value.where().c_str(), e.key.c_str());
+                dst[ctx.key][e.key] = e.value.as_number();
+            }
+        }
+    }
+    CHECK(p.measured || p.peak_tflops > 0, "%s: a profile from specifications needs device.peak_tflops", path.c_str());
+    return p;
+}
+
+// A profile's folder-relative neighbour (efficiency_from names a file beside it).
+inline std::string profile_sibling(const Profile& p, const std::string& name) {
+    size_t slash = p.path.rfind('/');
+    return slash == std::string::npos ? name : p.path.substr(0, slash + 1) + name;
+}
+
+// Writes a measured profile (the calibration's output), tables sorted by key.
+inline void save_profile(const Profile& p, const std::string& path) {
+    std::string tmp = path + ".tmp";
+    FILE* f = open_file(tmp, "w");
+    fprintf(f, "{\n  \"name\": \"%s\",\n  \"about\": \"%s\",\n  \"measured\": true,\n  \"synchronous\": %s,\n",
+            p.name.c_str(), p.about.c_str(), p.synchronous ? "true" : "false");
+    fprintf(f, "  \"device\": {\"name\": \"%s\", \"dtype\": \"%s\", \"cores\": %d, \"peak_tflops\": %.6g, "
+               "\"memory_gbs\": %.6g, \"memory_gib\": %.6g},\n",
+            p.device.c_str(), p.dtype.c_str(), p.cores, p.peak_tflops, p.hbm_gbs, p.memory_gib);
+    const char* names[2] = {"kernels", "collectives"};
+    const std::map<std::string, std::map<std::string, double>>* tables[2] = {&p.kernels, &p.collectives};
+    for (int t = 0; t < 2; t++) {
+        fprintf(f, "  \"%s\": {", names[t]);
+        bool first_ctx = true;
+        for (const auto& ctx : *tables[t]) {
+            fprintf(f, "%s\n    \"%s\": {", first_ctx ? "" : ",", ctx.first.c_str());
+            bool first = true;
+            for (const auto& e : ctx.second)
+                fprintf(f, "%s\n      \"%s\": %.6e", first ? "" : ",", e.first.c_str(), e.second), first = false;
+            fprintf(f, "\n    }");
+            first_ctx = false;
+        }
+        fprintf(f, "\n  }%s\n", t == 0 ? "," : "");
+    }
+    fprintf(f, "}\n");
+    CHECK(fclose(f) == 0 && rename(tmp.c_str(), path.c_str()) == 0, "cannot write %s", path.c_str());
+}

@@ -1,0 +1,156 @@
+// The step-time model checked against this machine: for a grid of trainer runs
+// (stages 0-3, emulated N 1-8, tensor and sequence parallelism, offload,
+// recomputation, micro-steps, several B and T), the run's operations are
+// first timed alone into a measured profile (--calibrate PROFILE, which never
+// looks at a step's time), then the step is predicted from it (--predict) and
+// measured (the median of the steps after two warm-up steps), and the two are
+// set side by side with the error.
+//   throughput_check.csv/png, the "checked against measurement" section
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zero/base/csv.h"
+#include "zero/base/plot.h"
+#include "zero/reproduce/report.h"
+#include "zero/reproduce/run_command.h"
+
+struct CheckSettings {
+    std::string trainer, profile;  // the profile the runs calibrate into (made afresh)
+    std::string flags;             // the data, say
+    int steps = 8;                 // two warm up; the median of the rest is the measurement
+    std::vector<std::string> runs;
+};
+
+// The runs checked on the CPU build: a small GPT-2 (make train's shape) in
+// every arrangement, and GPT-2 124M.
+inline std::vector<std::string> cpu_check_runs() {
+    const std::string s = "-e L=4,H=4,C=128,V=50257,T=256 -p fp32 ";
+    return {
+        s + "-b 8 -t 64 -z 1",
+        s + "-b 16 -t 64 -z 1",
+        s + "-b 2 -t 256 -z 1",
+        s + "-b 8 -t 64 -z 0 -r 1",
+        s + "-b 8 -t 64 -z 1 -r 2",
+        s + "-b 4 -t 64 -z 1 -d 1024",
+        s + "-b 8 -t 64 --ranks 2 -z 0",
+        s + "-b 8 -t 64 --ranks 2 -z 1",
+        s + "-b 8 -t 64 --ranks 2 -z 2",
+        s + "-b 8 -t 64 --ranks 2 -z 3",
+        s + "-b 4 -t 64 --ranks 4 -z 3",
+        s + "-b 2 -t 64 --ranks 8 -z 3",
+        s + "-b 8 -t 64 --ranks 2 --tp 2 -z 1",
+        s + "-b 8 -t 64 --ranks 4 --tp 2 --sp 1 -z 2",
+        s + "-b 4 -t 64 --ranks 2 -z 2 --offload_optimizer cpu -d 1024",
+        s + "-b 8 -t 64 --ranks 2 -z 3 --offload_optimizer cpu --offload_param cpu -r 2 --offload_activations 1",
+        "-e d12 -p fp32 -b 1 -t 64 -z 1",
+        "-e d12 -p fp32 -b 2 -t 64 --ranks 2 -z 2",
+    };
+}
+
+struct CheckPoint {
+    std::string flags, why;
+    double predicted = NAN, measured = NAN;
+    double error() const { return predicted / measured - 1; }
+};
+
+// "step 0.1234 s" from --predict's output; the step lines' milliseconds from a run.
+inline double predicted_seconds(const std::string& out) {
+    std::string l = line_with(out, "  step ");
+    return l.empty() ? NAN : atof(l.c_str() + l.find("step ") + 5);
+}
+inline double measured_seconds(const std::string& out, int warmup) {
+    std::vector<double> ms;
+    size_t pos = 0;
+    while ((pos = out.find("\nstep ", pos)) != std::string::npos) {
+        pos++;
+        std::string line = out.substr(pos, out.find('\n', pos) - pos);
+        size_t bar = 0;
+        for (int k = 0; k < 4 && bar != std::string::npos; k++) bar = line.find('|', bar + 1);
+        if (bar != std::string::npos && line.find(" ms") != std::string::npos) ms.push_back(atof(line.c_str() + bar + 1));
+    }
+    if ((int)ms.size() <= warmup) return NAN;
+    std::vector<double> t(ms.begin() + warmup, ms.end());
+    std::sort(t.begin(), t.end());
+    return (t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2) / 1000.0;
+}
+
+inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const std::string& dir,
+                                                const std::function<void(const std::string&)>& progress) {
+    std::vector<CheckPoint> pts;
+    run_logged("rm -f '" + s.profile + "'", "/dev/null");
+    HostClock clock;
+    int k = 0, total = (int)s.runs.size();
+    for (const std::string& flags : s.runs) {
+        CheckPoint p;
+        p.flags = flags;
+        std::string base = s.trainer + " " + flags + " " + s.flags, log = dir + "/runs/check" + std::to_string(k);
+        CommandRun cal = run_logged(base + " --calibrate " + s.profile, log + "_calibrate.log");
+        CommandRun run = run_logged(base + " -x " + std::to_string(s.steps) + " -v 0 -s 0 -n -1", log + ".log");
+        CommandRun pred = run_logged(base + " --predict " + s.profile, log + "_predict.log");
+        if (cal.status || run.status || pred.status) {
+            std::string err = line_with(cal.output + run.output + pred.output, "error:");
+            p.why = err.empty() ? "failed" : err;
+        } else {
+            p.predicted = predicted_seconds(pred.output), p.measured = measured_seconds(run.output, 2);
+        }
+        pts.push_back(p);
+        char line[512];
+        snprintf(line, sizeof(line), "[%d/%d] throughput check: %s: predicted %.4f s, measured %.4f s (%+.1f%%)", ++k,
+                 total, flags.c_str(), p.predicted, p.measured, 100 * p.error());
+        progress(line + time_left(clock.seconds(), k, total));
+    }
+    return pts;
+}
+
+inline void write_throughput_check(const CheckSettings& s, const std::vector<CheckPoint>& pts, const std::string& dir,
+                                   const std::string& device, Report& rep) {
+    CsvWriter csv(dir + "/throughput_check.csv", {"flags", "predicted_s", "measured_s", "error", "status"});
+    std::vector<double> errs;
+    std::vector<std::vector<std::string>> rows;
+    LineSeries pts_line{"runs", {}, {}, plot_color(0), false, true, false, 5};
+    for (const CheckPoint& p : pts) {
+        bool ok = std::isfinite(p.predicted) && std::isfinite(p.measured);
+        csv.row({csv_field(p.flags), csv_num(p.predicted, "%.6g"), csv_num(p.measured, "%.6g"),
+                 ok ? csv_num(p.error(), "%.4f") : "nan", ok ? "measured" : csv_field(p.why)});
+        if (!ok) {
+            rows.push_back({"`" + p.flags + "`", "", "", "not run: " + p.why});
+            continue;
+        }
+        errs.push_back(std::fabs(p.error()));
+        pts_line.x.push_back(p.measured), pts_line.y.push_back(p.predicted);
+        rows.push_back({"`" + p.flags + "`", fmt("%.4f", p.predicted), fmt("%.4f", p.measured),
+                        fmt("%+.1f%%", 100 * p.error())});
+    }
+    csv.save();
+    std::vector<double> sorted = errs;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted.empty() ? NAN : sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                                              : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+    double worst = sorted.empty() ? NAN : sorted.back();
+    Chart c;
+    c.title = "step time: predicted against measured (" + device + ")";
+    c.x.label = "measured step (s)", c.y.label = "predicted step (s)";
+    c.x.log = c.y.log = true;
+    double lo = 1e9, hi = 0;
+    for (double v : pts_line.x) lo = std::min(lo, v), hi = std::max(hi, v);
+    c.lines.push_back({"predicted = measured", {lo / 1.2, hi * 1.2}, {lo / 1.2, hi * 1.2}, PLOT_INK, true, false, true});
+    c.lines.push_back({"+-15%", {lo / 1.2, hi * 1.2}, {lo / 1.2 * 1.15, hi * 1.2 * 1.15}, plot_color(7), true, false, true});
+    c.lines.push_back({"", {lo / 1.2, hi * 1.2}, {lo / 1.2 * 0.85, hi * 1.2 * 0.85}, plot_color(7), true, false, true});
+    c.lines.push_back(pts_line);
+    write_png(dir + "/throughput_check.png", render_chart(c));
+    rep.heading("The step-time model checked against measured runs");
+    rep.image("throughput_check.png", "predicted vs measured step time");
+    rep.para(fmt("%.0f", (double)errs.size()) + " runs of the " + device + " build. Each run's operations were timed "
+             "alone first (`--calibrate`, into `" + s.profile + "`: every kernel, copy, transfer and host operation "
+             "at its shape while as many ranks ran it as share the device, every emulated collective in a world "
+             "of the run's size), then its step predicted from those times (`--predict`) and measured (the median "
+             "of " + std::to_string(s.steps - 2) + " steps after 2 warm-up steps). The calibration never sees a "
+             "step's time, and no constant is fitted to one. **Median |error| " + fmt("%.1f%%", 100 * median) +
+             ", max " + fmt("%.1f%%", 100 * worst) + "** (targets 5% and 15%). Numbers: `throughput_check.csv`.");
+    rep.table({"run", "predicted s", "measured s", "error"}, rows);
+}
