@@ -407,6 +407,7 @@ int main(int argc, char** argv) {
         export_hf_folder(o.from_hf.empty() ? o.model : "", o.from_hf, o.export_hf);
         return 0;
     }
+    if (!o.predict.empty()) prepare_prediction(o);  // a cluster profile's world
     RunSetup run = make_run_setup(o);
     if (run.launch.rank == 0) print_option_sources(o, stdout);
 #ifdef ZERO_CUDA

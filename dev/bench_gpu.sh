@@ -26,6 +26,10 @@
 #             the CPU AdamW on this machine's cores
 #   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
 #   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
+#   throughput the step-time model on this GPU: make reproduce's check part (each
+#             run's operations timed alone into a profile with --calibrate, then its
+#             step predicted and measured) and, from that profile, the paper's figures;
+#             the profile ($OUT/h100.json) is the GPU calibration zero/perf/profiles/h100.json waits for
 #   interop   the hf test with transformers' GPT2LMHeadModel as the logits reference
 #             (ZERO_HF_TRANSFORMERS=1), and make reproduce with the CUDA build
 #
@@ -85,7 +89,8 @@ under one time limit, then `pack`, and prints the summary last:
   call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
   call 2   dev/bench_gpu.sh offload memory
   call 3   dev/bench_gpu.sh largest homework
-  (interop, scale, kernels, llmc: a fourth call where time is left)
+  (throughput ~7: the step-time model's calibration and check, not yet run on a GPU;
+   interop, scale, kernels, llmc: a fourth call where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine (~1 min) and
 must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool
@@ -309,6 +314,16 @@ interop)
     (time timeout "${REPRODUCE_TIMEOUT:-300}" make reproduce) >"$OUT/reproduce.log" 2>&1
     cp -r out/reproduce "$OUT/reproduce" 2>/dev/null
     row "make reproduce (GPU build)" "$(grep real "$OUT/reproduce.log" | tail -n 1 | awk '{print $2}'), $(tail -n 4 "$OUT/reproduce.log" | head -n 1)"
+    ;;
+throughput)
+    section "throughput: the step-time model calibrated and checked on this GPU"
+    need_build
+    make build/reproduce >"$OUT/reproduce_build.log" 2>&1
+    timeout "${THROUGHPUT_TIMEOUT:-540}" build/reproduce --trainer ./train_gpt2_zero --device GPU --parts check \
+        --out "$OUT/throughput" >"$OUT/throughput.log" 2>&1
+    cp "$OUT/throughput/measured_profile.json" "$OUT/h100.json" 2>/dev/null
+    grep -E "throughput check" "$OUT/throughput.log" | sed 's/^/  /'
+    row "throughput model vs measured (GPU)" "$(grep -o 'Median |error| [^*]*' "$OUT/throughput/report.md" | head -n 1)"
     ;;
 pack)  # the device tool brings back at most 8 files: everything but the summary in one archive
     tar czf /tmp/gpu_logs.tgz -C "$OUT" --exclude=logs.tgz --exclude='checkpoint_*' . 2>/dev/null &&

@@ -7,6 +7,9 @@
 //   * two models to start from (-e and --from_hf);
 //   * --offload_grad_accum: a value other than host or device, and device
 //     without optimizer offload;
+//   * --predict on a missing or malformed profile, on no nodes, with a
+//     tensor-parallel degree the cluster's devices do not divide; --calibrate
+//     into a profile from specifications;
 //   * a stage-3 config with train_batch_size but no micro-batch, on 4 emulated
 //     ranks: micro-batch train_batch_size / 4, no accumulation, stage 3, and the
 //     header says so; a misspelt key is refused naming the right one.
@@ -52,6 +55,18 @@ int main(int argc, char** argv) {
     expect_error("-z 2 --offload_optimizer cpu --offload_grad_accum gpu",
                  "--offload_grad_accum must be host or device (got 'gpu')");
     expect_error("-z 2 --offload_grad_accum device", "--offload_grad_accum device needs --offload_optimizer cpu");
+    std::string trainer = trainer_from_args(argc, argv);
+    const std::string spec = trainer.substr(0, trainer.rfind('/') + 1) + "zero/perf/profiles/v100_dgx2.json";
+    expect_error("--predict " + dir + "/none.json", "none.json");
+    FILE* bad = open_file(dir + "/bad_profile.json", "wb");
+    fputs(R"({"device": {"peak_tflops": "fast"}})", bad);
+    fclose(bad);
+    expect_error("--predict " + dir + "/bad_profile.json", "peak_tflops must be a number");
+    expect_error("--predict " + spec + " --nodes 0", "--nodes must be at least 1 (got 0)");
+    expect_error("--predict " + spec + " --tp 32", "world size 16 is not a multiple of --tp 32");
+    std::string copy = dir + "/spec_copy.json";
+    run_command("cp " + spec + " " + copy);
+    expect_error("--calibrate " + copy, "is a profile from specifications: calibrate into another file");
 
     // DeepSpeed's batch rule on the homework's kind of config
     FILE* f = open_file(dir + "/ds_stage3.json", "wb");

@@ -6,8 +6,8 @@
 // values, while as many ranks run it at once as the run would have sharing the
 // device (min(ranks, R), each with the run's threads per rank: the CPU's
 // cores divided among them); a collective in an emulated world of the run's
-// size and groups. Each time is the median of three batches of calls, each
-// batch about 30 ms long.
+// size and groups. Each time is the fastest of five batches of calls, each
+// about 20 ms long.
 //
 // Shapes already in FILE are not timed again, so one file can gather many
 // runs' shapes (make reproduce's validation runs calibrate into one).
@@ -41,23 +41,22 @@ inline void set_threads(int n) {
     (void)n;
 }
 
-// Seconds per call of fn: batches of calls about 30 ms long, the median of three.
+// Seconds per call of fn: the fastest of five batches of calls, each about 20 ms
+// long (another process on the machine only ever makes a batch slower).
 template <typename Fn, typename Sync>
 double time_calls(Fn fn, Sync sync) {
     fn(), sync();  // warm: first touch of the buffers, library set-up
     HostClock once;
     fn(), sync();
-    double t1 = std::max(once.seconds(), 1e-7);
-    int reps = (int)std::min(1000.0, std::max(1.0, 0.03 / t1));
-    double batch[3];
-    for (double& b : batch) {
+    int reps = (int)std::min(1000.0, std::max(1.0, 0.02 / std::max(once.seconds(), 1e-7)));
+    double best = 1e30;
+    for (int b = 0; b < 5; b++) {
         HostClock c;
         for (int i = 0; i < reps; i++) fn();
         sync();
-        b = c.seconds() / reps;
+        best = std::min(best, c.seconds() / reps);
     }
-    std::sort(batch, batch + 3);
-    return batch[1];
+    return best;
 }
 
 // Device (and host) buffers for one op, random-filled, freed at the end.
@@ -280,17 +279,16 @@ void time_collectives(const std::vector<std::pair<std::string, uint64_t>>& calls
             HostClock once;
             fn(), stream_sync(ctx.stream);
             double t1 = comm.max_scalar(once.seconds());
-            int reps = (int)std::min(1000.0, std::max(1.0, 0.03 / std::max(t1, 1e-7)));
-            double batch[3];
-            for (double& b : batch) {
+            int reps = (int)std::min(1000.0, std::max(1.0, 0.02 / std::max(t1, 1e-7)));
+            double best = 1e30;
+            for (int b = 0; b < 5; b++) {
                 comm.barrier();
                 HostClock c;
                 for (int k = 0; k < reps; k++) fn();
                 stream_sync(ctx.stream);
-                b = comm.max_scalar(c.seconds()) / reps;
+                best = std::min(best, comm.max_scalar(c.seconds()) / reps);
             }
-            std::sort(batch, batch + 3);
-            if (rank == 0) seconds[i] = batch[1];
+            if (rank == 0) seconds[i] = best;
         }
         device_free(buf), device_free(other);
         stream_destroy(ctx.stream);
@@ -308,9 +306,9 @@ void calibrate_profile(const std::string& path, const MemoryQuery& q, int world,
     using namespace calibrate_detail;
     Profile p;
     if (file_exists(path)) p = load_profile(path);
-    CHECK(p.kernels.empty() || p.measured, "%s is a profile from specifications: calibrate into another file",
+    CHECK(p.path.empty() || p.measured, "%s is a profile from specifications: calibrate into another file",
           path.c_str());
-    CHECK(p.kernels.empty() || p.dtype == dtype, "%s was calibrated in %s, this run computes in %s", path.c_str(),
+    CHECK(p.path.empty() || p.dtype == dtype, "%s was calibrated in %s, this run computes in %s", path.c_str(),
           p.dtype.c_str(), dtype);
 #ifdef ZERO_CUDA
     const int most = 8;  // emulated ranks on one GPU: timed with up to 8 at once

@@ -138,7 +138,7 @@ int main(int argc, char** argv) {
     }
     if (has("check")) {
         a.check.profile = a.out + "/measured_profile.json";
-        if (a.check.runs.empty()) a.check.runs = cpu_check_runs();
+        if (a.check.runs.empty()) a.check.runs = a.device == "GPU" ? gpu_check_runs() : cpu_check_runs();
         std::vector<CheckPoint> pts = check_throughput(a.check, a.out, progress);
         write_throughput_check(a.check, pts, a.out, a.device, rep);
     }

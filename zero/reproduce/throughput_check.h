@@ -52,6 +52,27 @@ inline std::vector<std::string> cpu_check_runs() {
     };
 }
 
+// The runs checked on one GPU (dev/bench_gpu.sh throughput): GPT-2 124M to 1.5B, every stage, emulated
+// ranks, tensor parallelism, offload, bf16 at T 1024.
+inline std::vector<std::string> gpu_check_runs() {
+    const std::string s = "-p bf16 -t 1024 ";
+    return {
+        s + "-e d12 -b 16 -z 1",
+        s + "-e d12 -b 16 -z 0",
+        s + "-e d12 -b 16 -z 2",
+        s + "-e d12 -b 16 -z 3",
+        s + "-e d12 -b 8 --ranks 2 -z 2",
+        s + "-e d12 -b 4 --ranks 4 -z 3",
+        s + "-e d12 -b 2 --ranks 8 -z 1",
+        s + "-e d12 -b 8 --ranks 4 --tp 2 -z 1",
+        s + "-e d12 -b 16 -z 2 --offload_optimizer cpu",
+        s + "-e d24 -b 8 -z 1",
+        s + "-e d36 -b 4 -z 3 -r 2",
+        s + "-e d48 -b 4 -z 2",
+        s + "-e d48 -b 4 -z 2 --offload_optimizer cpu --offload_grad_accum device -d 65536",
+    };
+}
+
 struct CheckPoint {
     std::string flags, why;
     double predicted = NAN, measured = NAN;

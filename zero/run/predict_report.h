@@ -14,23 +14,15 @@
 #include "zero/run/fit_check.h"
 #include "zero/run/run_setup.h"
 
-// The run's memory query and placement on profile p.
-inline MemoryQuery predicted_query(const TrainOptions& o, const RunSetup& run, const Profile& p, Placement& pl) {
-    MemoryQuery q = run.memory_query(o);
-    pl.emulated = p.measured;
-    pl.world = run.world;
-    if (!p.measured) {
-        CHECK(o.nodes >= 1, "--nodes must be at least 1 (got %d)", o.nodes);
-        pl.world = o.nodes * p.devices_per_node;
-        CHECK(pl.world % run.tp == 0, "--tp %d does not divide the %d devices of %d node(s)", run.tp, pl.world, o.nodes);
-        q.world = pl.world / run.tp;
-        long per_micro = (long)o.micro_batch * o.seq_len * q.world;
-        long total = o.total_batch > 0 ? o.total_batch : per_micro;
-        CHECK(total % per_micro == 0, "-d %ld is not a multiple of B*T*data-parallel ranks = %ld on %d devices", total,
-              per_micro, pl.world);
-        q.micro_steps = (int)(total / per_micro);
-    }
-    return q;
+// On a cluster profile the world is --nodes nodes of its devices: set before
+// make_run_setup, which checks the grid and derives the micro-steps from it.
+inline void prepare_prediction(TrainOptions& o) {
+    Profile p = load_profile(o.predict);
+    if (p.measured) return;
+    CHECK(o.nodes >= 1, "--nodes must be at least 1 (got %d)", o.nodes);
+    CHECK(o.ranks == 1, "--ranks emulates ranks in this process; on a cluster profile the world is --nodes x %d",
+          p.devices_per_node);
+    o.ranks = o.nodes * p.devices_per_node;
 }
 
 inline void print_step_prediction(const StepPrediction& s, FILE* out) {
@@ -48,7 +40,8 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     const double GiB = 1073741824.0;
     Profile p = load_profile(o.predict);
     Placement pl;
-    MemoryQuery q = predicted_query(o, run, p, pl);
+    pl.emulated = p.measured, pl.world = run.world;
+    MemoryQuery q = run.memory_query(o);
     fprintf(out, "predicted on %s (%s; %s): %d rank(s) = %d data-parallel x %d tensor-parallel%s, B %d, T %d, "
                  "%d micro-step(s), stage %d\n", o.predict.c_str(), p.device.c_str(),
             p.measured ? "measured here, emulated ranks sharing it"
