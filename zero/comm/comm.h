@@ -20,11 +20,11 @@
 // say: long enough for rank 0 to write a large checkpoint while the others wait.
 constexpr double COLLECTIVE_TIMEOUT_S = 900.0;
 
-enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, COUNT };
+enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, PointToPoint, COUNT };
 constexpr int NUM_COMM_OPS = (int)CommOp::COUNT;
 
 inline const char* comm_op_name(CommOp op) {
-    static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "scalar"};
+    static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "scalar", "p2p"};
     return names[(int)op];
 }
 
@@ -73,6 +73,17 @@ class Comm {
     // summed in rank order so every rank gets the same bits.
     virtual double sum_scalar(double x) = 0;
     virtual double max_scalar(double x) = 0;
+
+    // Point-to-point, between pipeline stages: `bytes` of `buf` to or from rank
+    // `peer`. A send completes once the peer has received it, so two ranks that
+    // send to each other must post both sends before either receive: between
+    // group_start() and group_end() the operations are posted together and
+    // complete together (NCCL's group semantics). Counted as PointToPoint:
+    // sent bytes by the sender, received bytes by the receiver.
+    virtual void send(const void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void recv(void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void group_start() = 0;
+    virtual void group_end() = 0;
 
     // A sub-communicator, as ncclCommSplit makes one: every rank of this one
     // calls it together; the ranks giving the same color form a group, ranked
