@@ -4,6 +4,7 @@
 #
 #   reproduce zero/reproduce/ the paper's tables and figures and the homework, drawn from trainer runs
 #   run      zero/run/      flags, options, DeepSpeed config, set-up, fit check, reports
+#   pipeline zero/pipeline/ pipeline schedules, a stage's slots between its neighbours, the bubble measured
 #   model    zero/model/    GPT-2 as call lists over the engine's hooks
 #   engine   zero/engine/   the ZeRO engine, slots, host tasks, predictor, loss scaler, checkpoints
 #   comm     zero/comm/     the Comm interface, emulated ranks, NCCL, rendezvous, launcher
@@ -27,6 +28,7 @@ layer_of() {
     zero/comm/*) echo comm ;;
     zero/engine/*) echo engine ;;
     zero/model/*) echo model ;;
+    zero/pipeline/*) echo pipeline ;;
     zero/run/*) echo run ;;
     zero/reproduce/*) echo reproduce ;;
     zero/*) echo unplaced ;;
@@ -43,9 +45,10 @@ allowed() {
     comm) echo "base kernels comm" ;;
     engine) echo "base kernels data layout comm engine" ;;
     model) echo "base kernels data layout comm engine model" ;;
-    run) echo "base kernels data layout comm engine model run" ;;
-    reproduce) echo "base kernels data layout comm engine model run reproduce" ;;
-    *) echo "base kernels data layout comm engine model run reproduce top" ;;
+    pipeline) echo "base kernels data layout comm engine model pipeline" ;;
+    run) echo "base kernels data layout comm engine model pipeline run" ;;
+    reproduce) echo "base kernels data layout comm engine model pipeline run reproduce" ;;
+    *) echo "base kernels data layout comm engine model pipeline run reproduce top" ;;
     esac
 }
 
