@@ -460,7 +460,9 @@ int main(int argc, char** argv) {
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
-        print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
+        for (int stage = 0; stage < run.pp; stage++)  // (each pipeline stage its own)
+            print_memory_prediction(run.memory_query(o, stage), predict_memory(run.memory_query(o, stage), SHARD_ALIGN),
+                                    stdout);
         bool fits_plan = estimate_fit(o, run);
         printf("fits: %s\n", fits_plan ? "yes" : "no");
         return fits_plan ? 0 : 1;

@@ -66,8 +66,17 @@ struct MemoryQuery {
     bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
     bool offload_activations = false;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
-    StageRange pp_stage;  // the pipeline stage predicted for (the whole model without a pipeline)
-    bool gpipe = false;   // its schedule: GPipe (all forwards, then all backwards), else 1F1B
+    StageRange pp_stage;         // the pipeline stage predicted for (the whole model without a pipeline)
+    std::vector<int> pp_layers;  // every stage's layers (empty: no pipeline)
+    bool gpipe = false;          // the schedule: GPipe (all forwards, then all backwards), else 1F1B
+
+    int pp() const { return std::max(1, (int)pp_layers.size()); }
+    // the same run, predicted for stage s
+    MemoryQuery at_stage(int s) const {
+        MemoryQuery q = *this;
+        if (pp() > 1) q.pp_stage = PipelinePlan{pp_layers}.range(s);
+        return q;
+    }
 
     // micro-batches whose activations the stage holds at once (1F1B: min(P - s, m); GPipe: m)
     int in_flight() const {
@@ -218,6 +227,12 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
     if (q.tp > 1)
         fprintf(out, "  tensor parallel: t = %d%s; the rank(s) above are a tensor rank's data group\n", q.tp,
                 q.sp ? ", sequence parallel" : "");
+    if (q.pp_stage.stages > 1)
+        fprintf(out, "  pipeline stage %d of %d: layers %d..%d%s%s, %d micro-batch(es) of %d in flight (%s)\n",
+                q.pp_stage.stage, q.pp_stage.stages, q.pp_stage.first_layer,
+                q.pp_stage.first_layer + q.pp_stage.num_layers - 1, q.pp_stage.first ? ", the embeddings" : "",
+                q.pp_stage.last ? ", the final layernorm and the LM head (a copy of wte)" : "", q.in_flight(),
+                q.micro_steps, q.gpipe ? "gpipe" : "1f1b");
     fprintf(out, "  parameters %zu (%zu with padding%s)\n", p.psi, p.psi_padded,
             q.tp > 1 ? " in a tensor rank's part" : "");
     for (int a = 0; a < NUM_ARENAS; a++) {

@@ -60,7 +60,7 @@ struct RunSetup {
     // One rank's prediction: of pipeline stage `stage` (every rank alike without a pipeline).
     MemoryQuery memory_query(const TrainOptions& o, int stage = 0) const {
         MemoryQuery q;
-        if (pp > 1) q.pp_stage = pipeline.range(stage);
+        if (pp > 1) q.pp_stage = pipeline.range(stage), q.pp_layers = pipeline.layers;
         q.gpipe = schedule == PipelineSchedule::GPipe;
         q.cfg = cfg;
         q.stage = o.zero_stage;
