@@ -2,7 +2,7 @@
 // homework, in one command (`make reproduce`). Writes OUT/report.md, one PNG per
 // figure and one CSV per figure or table, and prints a line per trainer run.
 //
-//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework]
+//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework,pipeline]
 //                   [--model d12] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
 //                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
 #include <cstdio>
@@ -16,14 +16,16 @@
 #include "zero/reproduce/homework.h"
 #include "zero/reproduce/measured.h"
 #include "zero/reproduce/paper_figures.h"
+#include "zero/reproduce/pipeline_figures.h"
 #include "zero/reproduce/report.h"
 
 struct Args {
     std::string out = "out/reproduce";
-    std::string parts = "paper,memory,homework";
+    std::string parts = "paper,memory,homework,pipeline";
     std::string device = "CPU";
     MeasureSettings measure;
     HomeworkSettings homework;
+    PipelineSettings pipeline;
 };
 
 static int parse_int(const std::string& flag, const std::string& v, int lo) {
@@ -39,7 +41,7 @@ static Args parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string f = argv[i];
         if (f == "-h" || f == "--help") {
-            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework] [--device CPU|GPU]\n"
+            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework,pipeline] [--device CPU|GPU]\n"
                    "       [--model d12] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]\n"
                    "       [--homework_dir dev/homework] [--homework_ranks 4] [--homework_steps 3] [--homework_t 64]\n"
                    "       [--trainer_flags FLAGS]\n",
@@ -48,7 +50,7 @@ static Args parse_args(int argc, char** argv) {
         }
         CHECK(i + 1 < argc, "%s needs a value (see --help)", f.c_str());
         std::string v = argv[++i];
-        if (f == "--trainer") a.measure.trainer = a.homework.trainer = v;
+        if (f == "--trainer") a.measure.trainer = a.homework.trainer = a.pipeline.trainer = v;
         else if (f == "--out") a.out = v;
         else if (f == "--parts") a.parts = v;
         else if (f == "--device") a.device = v;
@@ -77,12 +79,13 @@ static Args parse_args(int argc, char** argv) {
     while (start < a.parts.size()) {
         size_t comma = a.parts.find(',', start);
         std::string p = a.parts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        CHECK(p == "paper" || p == "memory" || p == "homework", "--parts: unknown part '%s' (paper, memory, homework)",
-              p.c_str());
+        CHECK(p == "paper" || p == "memory" || p == "homework" || p == "pipeline",
+              "--parts: unknown part '%s' (paper, memory, homework, pipeline)", p.c_str());
         start = comma == std::string::npos ? a.parts.size() : comma + 1;
     }
-    bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos;
-    CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework)");
+    bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos ||
+                a.parts.find("pipeline") != std::string::npos;
+    CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework, pipeline)");
     CHECK(!runs || file_exists(a.measure.trainer), "trainer %s does not exist (make cpu, or make)",
           a.measure.trainer.c_str());
     return a;
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
         std::vector<HomeworkResult> res = run_homework(a.homework, a.out, notes, progress);
         write_homework(a.homework, res, notes, a.out, rep);
     }
+    if (has("pipeline")) write_pipeline_figures(a.pipeline, a.out, rep, progress);
     double secs = clock.seconds();
     rep.md += fmt("Total wall time: %.0f s.\n", secs);
     rep.save(a.out + "/report.md");
