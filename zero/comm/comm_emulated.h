@@ -288,7 +288,9 @@ class EmulatedComm : public Comm {
             shared.p2p_cv.notify_all();
             stats.add(CommOp::PointToPoint, 0, op.bytes);
         }
-        for (auto& [msg, op] : posted) {
+        for (auto& sent : posted) {
+            const std::shared_ptr<EmulatedWorld::Message>& msg = sent.first;
+            const P2POp* op = sent.second;
             {
                 std::unique_lock<std::mutex> lock(shared.p2p_mu);
                 p2p_wait(lock, [&] { return msg->taken; }, "send", op->bytes, op->peer);
