@@ -230,7 +230,8 @@ struct GPT2 {
 
     // Forward over a (B, T) batch of tokens on the host. With targets, the
     // per-token losses are computed (acts.losses); with dloss != 0 (training)
-    // the loss gradient replaces the logits and unit 0 stays held for backward.
+    // the loss gradient replaces the logits and (without a pipeline) unit 0
+    // stays held for backward.
     // Nothing is read back: the host does not wait for the device here.
     void forward(const int* inputs, const int* targets, int batch, int seq_len, float dloss) {
         B = batch, T_ = seq_len, inputs_host = inputs;
@@ -297,12 +298,12 @@ struct GPT2 {
         if (dloss == 0.0f || pipelined) zero.release_params(layout.embed_unit());
     }
 
-    // The per-token losses of the last forward, added into acts.loss_sums (the
+    // The per-token losses of the last forward, added into acts.sums (the
     // running sum of a step's micro-steps), on the device.
     void add_losses(bool first_micro_step) {
         accumulate(ctx, acts.sums, (const float*)acts.losses, BT(), first_micro_step);
     }
-    // The sum of acts.loss_sums (or of the last forward's losses), read back.
+    // The sum of acts.sums (or of the last forward's losses), read back.
     double read_loss_sum(bool accumulated) {
         std::vector<float> losses(BT());
         zero.copy_to_host(losses.data(), accumulated ? acts.sums : acts.losses, BT() * sizeof(float));

@@ -147,7 +147,7 @@ inline std::string pipeline_schedule_text(PipelineSchedule kind, int P, int m) {
             row.replace(at, width, std::string(width - n.size(), ' ') + n);
         }
         snprintf(line, sizeof(line), "stage %d |", s);
-        out += line + row + "\n";
+        out += line + row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
     }
     return out;
 }

@@ -23,7 +23,7 @@
 struct PipelineSettings {
     std::string trainer;
     std::string model = "L=8,H=4,C=128,V=64,T=64";  // 8 layers: 1 to 4 per stage at P = 8 to 2
-    int micro_batch = 8, seq_len = 64, steps = 3;   // the first step warms up: not timed
+    int micro_batch = 8, seq_len = 64, steps = 5;   // the first step warms up: not timed
 };
 
 struct BubbleRun {
