@@ -35,8 +35,10 @@
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
 #include "zero/model/gpt2.h"
-#include "zero/perf/peak_flops.h"
 #include "zero/perf/calibrate.h"
+#include "zero/perf/peak_flops.h"
+#include "zero/pipeline/bubble.h"
+#include "zero/pipeline/stage_runner.h"
 #include "zero/run/predict_report.h"
 #include "zero/run/reports.h"
 #include "zero/run/run_setup.h"
@@ -67,8 +69,11 @@ inline int validation_micro_batch(const std::string& pattern, int B, int T, int 
 
 // Samples gen_tokens tokens from the model, starting from <|endoftext|>.
 // Every rank runs it (stage 3 needs every rank for its gathers); rank 0 prints.
+// Through a pipeline, each token's forward runs stage by stage and the last
+// stage draws the token, which the pipeline group then shares.
 template <typename T>
-void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print) {
+void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print,
+                  PipelineStage<T>* pipeline = nullptr) {
     // sequence parallelism cuts a pass's tokens evenly across the tensor group: the
     // prompt is padded to a multiple of t (causal attention keeps the padding out
     // of the logits read), and the longest padded prompt must fit
@@ -83,19 +88,23 @@ void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t
         int t = (int)tokens.size();
         std::vector<int> padded = tokens;
         padded.resize((t + multiple - 1) / multiple * multiple, eot);
-        model.forward(padded.data(), nullptr, 1, (int)padded.size(), 0.0f);
-        std::vector<float> logits = model.logits_at(t - 1);
-        float maxv = logits[0];
-        for (float x : logits) maxv = std::max(maxv, x);
-        double sum = 0.0;
-        for (float& x : logits) sum += (x = expf(x - maxv));
-        double coin = rng.next_float() * sum, acc = 0.0;
+        if (pipeline) pipeline->forward_only(padded.data(), nullptr, 1, (int)padded.size());
+        else model.forward(padded.data(), nullptr, 1, (int)padded.size(), 0.0f);
         int next = model.cfg.vocab_size - 1;
-        for (int v = 0; v < model.cfg.vocab_size; v++)
-            if ((acc += logits[v]) > coin) {
-                next = v;
-                break;
-            }
+        if (model.last) {
+            std::vector<float> logits = model.logits_at(t - 1);
+            float maxv = logits[0];
+            for (float x : logits) maxv = std::max(maxv, x);
+            double sum = 0.0;
+            for (float& x : logits) sum += (x = expf(x - maxv));
+            double coin = rng.next_float() * sum, acc = 0.0;
+            for (int v = 0; v < model.cfg.vocab_size; v++)
+                if ((acc += logits[v]) > coin) {
+                    next = v;
+                    break;
+                }
+        }
+        if (pipeline) next = (int)pipeline->pipe.sum_scalar(model.last ? next : 0);
         tokens.push_back(next);
         if (print) {
             if (tok) printf("%s", tok->decode(next).c_str());
@@ -131,29 +140,43 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
 #ifdef _OPENMP
     omp_set_num_threads(run.cpu_threads_per_rank());  // OMP_NUM_THREADS, or every core, over the ranks
 #endif
-    // The grid (zero/layout/tp_plan.h): with tensor parallelism, a tensor group of
-    // run.tp adjacent ranks and a data group of the ranks holding the same part
-    // of the model; ZeRO, the batches and the loss live on the data group.
-    TpGrid grid(run.world, run.tp);
-    std::unique_ptr<Comm> tensor_group, data_group;
-    if (run.tp > 1) {
-        tensor_group = world_comm.split(grid.dp_rank(rank), grid.tp_rank(rank));
-        data_group = world_comm.split(grid.tp_rank(rank), grid.dp_rank(rank));
+    // The grid (zero/layout/pipeline_plan.h): with tensor parallelism, a tensor
+    // group of run.tp adjacent ranks; with pipeline parallelism, a pipeline group
+    // of one rank per stage; and a data group of the ranks holding the same part
+    // of the model, on which ZeRO, the batches and the loss live. The first and
+    // last stage of a pipeline pair up for the tied embeddings.
+    const Grid3 grid = run.grid();
+    const int stage = grid.stage(rank), P = run.pp;
+    std::unique_ptr<Comm> tensor_group, data_group, pipe_group, tied_pair;
+    if (run.tp > 1) tensor_group = world_comm.split(rank / run.tp, grid.tp_rank(rank));
+    if (run.tp > 1 || P > 1) data_group = world_comm.split(stage * run.tp + grid.tp_rank(rank), grid.dp_rank(rank));
+    if (P > 1) {
+        const int line = grid.dp_rank(rank) * run.tp + grid.tp_rank(rank);  // the same (dp, tp) on every stage
+        const bool end = stage == 0 || stage == P - 1;
+        pipe_group = world_comm.split(line, stage);
+        tied_pair = world_comm.split(end ? line : run.world + rank, stage);
+        if (!end) tied_pair.reset();
     }
     Comm& comm = data_group ? *data_group : world_comm;
     // every step's collectives and host transfers, in order (written with --mem_report 1 -o DIR)
     Trace trace;
     comm.group_name = "data";
-    for (Comm* c : {&world_comm, data_group.get(), tensor_group.get()})
+    for (Comm* c : {&world_comm, data_group.get(), tensor_group.get(), pipe_group.get(), tied_pair.get()})
         if (c) c->trace = &trace;
     if (tensor_group) tensor_group->group_name = "tensor";
+    if (pipe_group) pipe_group->group_name = "pipe";
+    if (tied_pair) tied_pair->group_name = "tied";
     const int dp_rank = comm.rank, world = comm.world;  // data-parallel rank and size
     MemoryAccountant mem(rank);
     KernelCtx ctx = create_kernel_ctx(mem, (size_t)o.micro_batch * o.seq_len, run.cfg.channels, run.cfg.num_heads);
-    ParamLayout layout(run.cfg, run.tp);
-    ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o), tensor_group.get());
-    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem, run.sp);
-    MemoryPrediction predicted = predict_memory(run.memory_query(o), SHARD_ALIGN);
+    ParamLayout layout(run.cfg, run.tp, P > 1 ? run.pipeline.range(stage) : StageRange{});
+    ZeroEngine<T> zero(layout, comm, mem, ctx, run.zero_config(o), tensor_group.get(), pipe_group.get(),
+                       tied_pair.get());
+    GPT2<T> model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem, run.sp,
+                  P > 1 ? PipelineStage<T>::activation_slots(run.schedule, P, stage, run.micro_steps) : 1);
+    std::unique_ptr<PipelineStage<T>> pipeline;
+    if (P > 1) pipeline = std::make_unique<PipelineStage<T>>(model, *pipe_group, run.schedule, run.micro_steps);
+    MemoryPrediction predicted = predict_memory(run.memory_query(o, stage), SHARD_ALIGN);
 
     if (!run.hf_dir.empty()) {
         HfGpt2Reader hf(run.hf_dir);
@@ -161,7 +184,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     } else if (run.model_file.empty()) zero.init_parameters(o.seed);
     else {
         ModelFile mf(run.model_file);
-        ParamLayout whole(run.cfg, 1);
+        ParamLayout whole = layout.whole_tensors();
         std::vector<float> full_unit;
         zero.load_parameters([&](int u, float* dst) {
             if (run.tp == 1) return mf.read_unit(layout, u, dst);
@@ -224,21 +247,28 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     const double baseline = unigram_baseline_for(o.train_pattern);  // NAN where the data records none
     auto save = [&](int step) {
         RunState rs{step, zero.adam_t, scaler.st, train_loader.state()};
-        std::string dir = save_checkpoint(o.output_dir, rs, zero, world_comm, run.dtype, o.seed, tokens_per_step);
+        std::string dir = save_checkpoint(o.output_dir, rs, zero, world_comm, run.dtype, o.seed, tokens_per_step,
+                                          run.pipeline);
         if (rank0) printf("checkpoint written: %s\n", dir.c_str());
     };
 
+    // A sum of the last stage's losses over the data group, at every rank.
+    auto step_total = [&](double last_stage_sum) {
+        double total = model.last ? comm.sum_scalar(last_stage_sum) : 0.0;
+        return pipe_group ? pipe_group->sum_scalar(total) : total;  // the other stages add zeros
+    };
     auto evaluate = [&]() {
         val_loader.reset();
         int batches = std::min<int>(o.val_max_batches, (int)val_loader.num_batches());
         double sum = 0.0;
         for (int i = 0; i < batches; i++) {
             val_loader.next_batch();
-            model.forward(val_loader.inputs, val_loader.targets, val_B, o.seq_len, 0.0f);
-            sum += model.read_loss_sum(false);
+            if (pipeline) pipeline->forward_only(val_loader.inputs, val_loader.targets, val_B, o.seq_len);
+            else model.forward(val_loader.inputs, val_loader.targets, val_B, o.seq_len, 0.0f);
+            if (model.last) sum += model.read_loss_sum(false);
         }
         double tokens = (double)batches * val_B * o.seq_len * world;
-        return comm.sum_scalar(sum) / tokens;
+        return step_total(sum) / tokens;
     };
 
     // MFU: model flops per second over the matmul peak of the devices in use
@@ -279,11 +309,22 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         if (run.tp > 1)
             printf("tensor parallel: %d x %d grid (tensor groups of %d ranks%s, ZeRO stage %d across %d data-parallel "
                    "rank(s))\n", run.tp, run.dp, run.tp, run.sp ? ", sequence parallel" : "", o.zero_stage, run.dp);
+        if (P > 1) {
+            printf("grid: %d ranks = %d data-parallel x %d tensor-parallel x %d pipeline stages; rank = (stage*%d + "
+                   "dp)*%d + tp (tensor rank fastest, then data rank, then stage)\n",
+                   run.world, run.dp, run.tp, P, run.dp, run.tp);
+            printf("pipeline: %s schedule, %d micro-batch(es) per step; layers per stage %s; stage 0 holds the "
+                   "embeddings, stage %d the final layernorm and the LM head (tied to stage 0's wte); ZeRO stage %d "
+                   "across each stage's %d data-parallel rank(s)\n",
+                   pipeline_schedule_name(run.schedule), run.micro_steps, run.pipeline.text().c_str(), P - 1,
+                   o.zero_stage, run.dp);
+        }
         std::string accum = offload_grad_accum_text(o, run);
         if (!accum.empty()) printf("%s\n", accum.c_str());
     }
     double total_ms = 0.0;
     int timed_steps = 0;
+    std::vector<MicroBatch> micro_batches(run.micro_steps);  // a pipeline step's tokens, kept to each backward
     for (int step = start_step; step <= total_steps; step++) {
         bool last = step == total_steps;
         if (have_val && (step % o.val_every == 0 || last)) {
@@ -295,7 +336,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
             }
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
-            print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0);
+            print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0, pipeline.get());
         // (-x 0: the initial model is the checkpoint; -n -1: no checkpoints)
         if (!o.output_dir.empty() && o.checkpoint_every >= 0 && (step > start_step || total_steps == 0) &&
             (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
@@ -308,25 +349,38 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         comm.stats = CommStats{};
         world_comm.stats = CommStats{};
         if (tensor_group) tensor_group->stats = CommStats{};
+        if (pipe_group) pipe_group->stats = CommStats{};
+        if (tied_pair) tied_pair->stats = CommStats{};
         trace.clear();
         MemCounts live_fwd, live_bwd;
         float dloss = scaler.scale() / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
 
-        for (int micro = 0; micro < run.micro_steps; micro++) {
-            train_loader.next_batch();
-            model.forward(train_loader.inputs, train_loader.targets, o.micro_batch, o.seq_len, dloss);
-            model.add_losses(micro == 0);
-            live_fwd = mem.live_bytes();
-            model.backward(micro);
-            live_bwd = mem.live_bytes();
+        if (pipeline) {  // the step's micro-batches through the stages, in the schedule's order
+            for (MicroBatch& mb : micro_batches) {
+                train_loader.next_batch();
+                mb.inputs.assign(train_loader.inputs, train_loader.inputs + (size_t)o.micro_batch * o.seq_len);
+                mb.targets.assign(train_loader.targets, train_loader.targets + (size_t)o.micro_batch * o.seq_len);
+            }
+            pipeline->train(micro_batches, o.micro_batch, o.seq_len, dloss);
+            live_fwd = pipeline->live_after_forward, live_bwd = pipeline->live_after_backward;
+        } else {
+            for (int micro = 0; micro < run.micro_steps; micro++) {
+                train_loader.next_batch();
+                model.forward(train_loader.inputs, train_loader.targets, o.micro_batch, o.seq_len, dloss);
+                model.add_losses(micro == 0);
+                live_fwd = mem.live_bytes();
+                model.backward(micro);
+                live_bwd = mem.live_bytes();
+            }
         }
         float lr = learning_rate_at(o, step, total_steps);
         StepResult res = zero.step(lr, oc, scaler.scale());
         stream_sync(ctx.stream);
+        if (pipeline) pipeline->finish_step(step > start_step || total_steps - start_step == 1);
         MemCounts live_step = mem.live_bytes();
         float loss_scale_used = scaler.scale();
         scaler.update(res.skipped);
-        double loss = comm.sum_scalar(model.read_loss_sum(true)) / tokens_per_step;
+        double loss = step_total(model.last ? model.read_loss_sum(true) : 0.0) / tokens_per_step;
         double ms = step_clock.lap();
         if (step > start_step) total_ms += ms, timed_steps++;  // the first step warms up
 
@@ -344,8 +398,11 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
             for (int r = 0; r < run.world; r++) {  // one rank at a time, in rank order
                 world_comm.barrier();
                 if (r != rank) continue;
+                CommStats pipeline_stats;  // the stages' sends and receives, and the tied embeddings' all-reduce
+                if (pipe_group) pipeline_stats = combined(pipe_group->stats, tied_pair ? tied_pair->stats : CommStats{});
                 print_memory_line(rank, phases, predicted, mem, comm.stats, used,
-                                  tensor_group ? &tensor_group->stats : nullptr, device_used_at_start);
+                                  tensor_group ? &tensor_group->stats : nullptr, device_used_at_start,
+                                  pipe_group ? &pipeline_stats : nullptr);
                 if (run.offload_optimizer) print_offload_line(rank, zero.offload_times, zero.optimizer_numel());
                 if (o.output_dir.empty()) continue;
                 std::string suffix = "_rank" + std::to_string(rank) + ".csv";
@@ -359,6 +416,11 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
     if (rank0 && timed_steps > 0)
         printf("average step time %.2f ms (%.0f tok/s) over %d steps; 20 steps take %.2f s\n", total_ms / timed_steps,
                tokens_per_step / (total_ms / timed_steps / 1000.0), timed_steps, 20 * total_ms / timed_steps / 1000.0);
+    if (pipeline && total_steps > start_step) {  // every rank's slot times, to rank 0
+        PipelineBubble bubble = measure_bubble(*pipe_group, run.schedule, run.micro_steps, pipeline->times);
+        if (rank0) print_bubble_line(bubble, run.ranks_per_process, process_cpu_threads(), stdout);
+        if (rank0 && !o.output_dir.empty()) write_bubble_csv(o.output_dir + "/pipeline_timeline.csv", bubble);
+    }
     if (main_log) {
         fclose(main_log);
         if (write_loss_plot(o.output_dir, baseline)) printf("loss curve: %s/loss.png\n", o.output_dir.c_str());
@@ -410,6 +472,11 @@ int main(int argc, char** argv) {
     if (!o.predict.empty()) prepare_prediction(o);  // a cluster profile's world
     RunSetup run = make_run_setup(o);
     if (run.launch.rank == 0) print_option_sources(o, stdout);
+    if (o.pp_schedule_print) {  // the schedule this run would follow, stage by stage
+        if (run.launch.rank == 0)
+            printf("%s", pipeline_schedule_text(run.schedule, run.pp, run.micro_steps).c_str());
+        return 0;
+    }
 #ifdef ZERO_CUDA
     // Under a launcher, bind this rank's GPU before anything touches CUDA: the fit
     // check's cudaMemGetInfo would otherwise open a context on GPU 0 in every rank
@@ -429,7 +496,9 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
-        print_memory_prediction(run.memory_query(o), predict_memory(run.memory_query(o), SHARD_ALIGN), stdout);
+        for (int stage = 0; stage < run.pp; stage++)  // (each pipeline stage its own)
+            print_memory_prediction(run.memory_query(o, stage), predict_memory(run.memory_query(o, stage), SHARD_ALIGN),
+                                    stdout);
         bool fits_plan = estimate_fit(o, run);
         printf("fits: %s\n", fits_plan ? "yes" : "no");
         return fits_plan ? 0 : 1;

@@ -32,6 +32,9 @@
 #             the profile ($OUT/h100.json) is the GPU calibration zero/perf/profiles/h100.json waits for
 #   interop   the hf test with transformers' GPT2LMHeadModel as the logits reference
 #             (ZERO_HF_TRANSFORMERS=1), and make reproduce with the CUDA build
+#   pipeline  the emulated dp x tp x pp grid on one GPU (--pp 2 and 4, 1F1B and
+#             GPipe, ZeRO 1-3, tp, sp) against the CPU build's losses: fp32 within
+#             1e-5, and each grid bit for bit against the GPU's own --pp 1
 #
 # The machine reaches nothing outside: carry data/mobydick, data/gpt2_tokenizer.bin
 # and .carry (dev/gpu_carry.sh assembles them).
@@ -90,7 +93,7 @@ under one time limit, then `pack`, and prints the summary last:
   call 2   dev/bench_gpu.sh offload memory
   call 3   dev/bench_gpu.sh largest homework
   (throughput ~7: the step-time model's calibration and check, not yet run on a GPU;
-   interop, scale, kernels, llmc: a fourth call where time is left)
+   interop, scale, kernels, llmc, pipeline ~2: a fourth call where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine (~1 min) and
 must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool
@@ -325,13 +328,41 @@ throughput)
     grep -E "throughput check" "$OUT/throughput.log" | sed 's/^/  /'
     row "throughput model vs measured (GPU)" "$(grep -o 'Median |error| [^*]*' "$OUT/throughput/report.md" | head -n 1)"
     ;;
+pipeline)
+    section "pipeline: the emulated 3-D grid on one GPU against the CPU build's losses"
+    need_build
+    # a small GPT-2 on Moby-Dick, 4 micro-batches a step; each grid's --pp 1 twin
+    # (the same tp) on the GPU, and the CPU build's --pp 1 as the reference
+    pp_flags="-e L=4,H=4,C=128,V=50257,T=64 -b 4 -t 64 -d 1024 -x 6 -v 0 -s 0 -n -1 -l 1e-3 -p fp32"
+    losses() { grep -E '^step +[0-9]+/' "$1" | awk '{print $5}'; }
+    # the largest relative difference between two runs' losses ("?" if either has none)
+    loss_gap() {
+        paste <(losses "$1") <(losses "$2") | awk '
+            { n++; d = $1 - $2; if (d < 0) d = -d; if ($2 != 0 && d / $2 > worst) worst = d / $2 }
+            END { if (n == 0) print "?"; else printf "%.2g", worst }'
+    }
+    for grid in "-z 2 --tp 2 --pp 4" "-z 3 --tp 2 --pp 2 --sp 1 --pp_schedule gpipe" "-z 1 --pp 4" \
+                "-z 3 --pp 2 --pp_schedule gpipe"; do
+        tp=$(echo "$grid" | sed -nE 's/.*--tp ([0-9]+).*/\1/p'); tp=${tp:-1}
+        pp=$(echo "$grid" | sed -nE 's/.*--pp ([0-9]+).*/\1/p')
+        flat=$(echo "$grid" | sed -E 's/--pp [0-9]+/--pp 1/; s/--pp_schedule [a-z0-9]+//')
+        name=pp_$(echo "$grid" | tr -d ' -' | tr -c 'a-z0-9_\n' '_')
+        timeout 300 ./train_gpt2_zero_cpu $pp_flags $flat --ranks "$tp" >"$OUT/runs/${name}_cpu.log" 2>&1
+        timeout 300 ./train_gpt2_zero $pp_flags $flat --ranks "$tp" >"$OUT/runs/${name}_gpu_pp1.log" 2>&1
+        timeout 300 ./train_gpt2_zero $pp_flags $grid --ranks $((tp * pp)) >"$OUT/runs/${name}_gpu.log" 2>&1
+        if cmp -s <(losses "$OUT/runs/${name}_gpu.log") <(losses "$OUT/runs/${name}_gpu_pp1.log") &&
+            [ -n "$(losses "$OUT/runs/${name}_gpu.log")" ]; then same="bit-identical"; else same="DIFFERENT"; fi
+        row "GPU $grid" "losses $same to the GPU's --pp 1, within $(loss_gap "$OUT/runs/${name}_gpu.log" "$OUT/runs/${name}_cpu.log") of the CPU build's (fp32: 1e-5)"
+        grep -m 1 "pipeline bubble" "$OUT/runs/${name}_gpu.log" | sed 's/^/  /'
+    done
+    ;;
 pack)  # the device tool brings back at most 8 files: everything but the summary in one archive
     tar czf /tmp/gpu_logs.tgz -C "$OUT" --exclude=logs.tgz --exclude='checkpoint_*' . 2>/dev/null &&
         find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name preflight.log -exec rm -rf {} + &&
         mv /tmp/gpu_logs.tgz "$OUT/logs.tgz"
     return
     ;;
-*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework interop pack)" >&2; exit 2 ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework interop throughput pipeline pack)" >&2; exit 2 ;;
 esac
 }
 

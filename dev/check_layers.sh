@@ -5,6 +5,7 @@
 #   reproduce zero/reproduce/ the paper's tables and figures and the homework, drawn from trainer runs
 #   run      zero/run/      flags, options, DeepSpeed config, set-up, fit check, reports
 #   perf     zero/perf/     the step-time model: the step's operations, their times, calibration
+#   pipeline zero/pipeline/ pipeline schedules, a stage's slots between its neighbours, the bubble measured
 #   model    zero/model/    GPT-2 as call lists over the engine's hooks
 #   engine   zero/engine/   the ZeRO engine, slots, host tasks, predictor, loss scaler, checkpoints
 #   comm     zero/comm/     the Comm interface, emulated ranks, NCCL, rendezvous, launcher
@@ -28,6 +29,7 @@ layer_of() {
     zero/comm/*) echo comm ;;
     zero/engine/*) echo engine ;;
     zero/model/*) echo model ;;
+    zero/pipeline/*) echo pipeline ;;
     zero/perf/*) echo perf ;;
     zero/run/*) echo run ;;
     zero/reproduce/*) echo reproduce ;;
@@ -45,10 +47,11 @@ allowed() {
     comm) echo "base kernels comm" ;;
     engine) echo "base kernels data layout comm engine" ;;
     model) echo "base kernels data layout comm engine model" ;;
-    perf) echo "base kernels data layout comm engine model perf" ;;
-    run) echo "base kernels data layout comm engine model perf run" ;;
-    reproduce) echo "base kernels data layout comm engine model perf run reproduce" ;;
-    *) echo "base kernels data layout comm engine model perf run reproduce top" ;;
+    pipeline) echo "base kernels data layout comm engine model pipeline" ;;
+    perf) echo "base kernels data layout comm engine model pipeline perf" ;;
+    run) echo "base kernels data layout comm engine model pipeline perf run" ;;
+    reproduce) echo "base kernels data layout comm engine model pipeline perf run reproduce" ;;
+    *) echo "base kernels data layout comm engine model pipeline perf run reproduce top" ;;
     esac
 }
 

@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(128)
     const int c = (slice * 32 + lane) * X;
     if (c >= C) return;
 
-    // The sum starts from the current gradient and adds the rows in order, the
+    // A dwpe sum starts from the current gradient and adds the rows in order; a
+    // dwte sum starts from zero, and its rounded result is added to the row: the
     // same association as the CPU twin, so both give the same bits.
     float acc[X];
     auto start_from = [&](const T* row) {
@@ -98,6 +99,10 @@ __global__ void __launch_bounds__(128)
         } else {
             acc[0] = to_float(*row);
         }
+    };
+    auto start_from_zero = [&]() {
+#pragma unroll
+        for (int k = 0; k < X; k++) acc[k] = 0.0f;
     };
     auto add_row = [&](int pos) {
         if constexpr (VEC) {
@@ -114,7 +119,7 @@ __global__ void __launch_bounds__(128)
     if (r < R) {
         const int token = runs[3 * r], begin = runs[3 * r + 1], end = runs[3 * r + 2];
         row = dwte + (size_t)token * C + c;
-        start_from(row);
+        start_from_zero();
         int i = begin;
         // four positions' loads in flight per step; they are added in order
         for (; i + 4 <= end; i += 4) {
@@ -143,6 +148,15 @@ __global__ void __launch_bounds__(128)
         for (int b = 0; b < B; b++) add_row(b * T_ + t);
     }
 
+    if (r < R) {  // dwte: the run's rounded sum added to the row
+        if constexpr (VEC) {
+            Packed128<T> w = load128(row);
+#pragma unroll
+            for (int k = 0; k < X; k++) acc[k] = w.get(k) + to_float(from_float<T>(acc[k]));
+        } else {
+            acc[0] = to_float(*row) + to_float(from_float<T>(acc[0]));
+        }
+    }
     if constexpr (VEC) {
         Packed128<T> w;
 #pragma unroll

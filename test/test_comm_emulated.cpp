@@ -1,7 +1,10 @@
 // The emulated backend's collectives: results (summed in rank order, so the
 // exact fp32 sums are known), in-place and out-of-place forms, every dtype,
 // world sizes 1-5 with counts that do not divide evenly, and the bytes each
-// rank counts against the ring volumes.
+// rank counts against the ring volumes. Its point-to-point: every rank sending
+// to both neighbours in one group while they send to it (a pipeline's steady
+// state, which separate blocking sends would deadlock), messages between two
+// ranks received in the order sent, and the bytes each side counts.
 #include <cstdio>
 #include <vector>
 
@@ -102,7 +105,53 @@ static void check_world(int N) {
     }
 }
 
+static void check_point_to_point(int N) {
+    const size_t n = 19;
+    std::vector<CommStats> stats(N);
+    run_emulated_ranks(N, [&](int rank, EmulatedWorld& world) {
+        KernelCtx ctx;
+        EmulatedComm comm(world, rank, ctx);
+        int next = (rank + 1) % N, prev = (rank + N - 1) % N;
+        std::vector<float> to_next(n), to_prev(n), from_next(n, -1), from_prev(n, -1);
+        for (size_t i = 0; i < n; i++) to_next[i] = value(rank, i), to_prev[i] = -value(rank, i);
+        for (int round = 0; round < 3; round++) {  // three exchanges in a row, each one group
+            comm.group_start();
+            comm.send(to_next.data(), n * sizeof(float), next, nullptr);
+            comm.send(to_prev.data(), n * sizeof(float), prev, nullptr);
+            comm.recv(from_prev.data(), n * sizeof(float), prev, nullptr);
+            comm.recv(from_next.data(), n * sizeof(float), next, nullptr);
+            comm.group_end();
+        }
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += from_prev[i] != value(prev, i) || from_next[i] != -value(next, i);
+        EXPECT(bad == 0, "N=%d rank %d: the exchange with both neighbours is wrong in %zu places", N, rank, bad);
+        // two messages from rank 0 to rank 1, sent and received one by one: in order
+        if (rank < 2) {
+            std::vector<int> a = {1, 2, 3}, b = {4, 5, 6}, got(3);
+            if (rank == 0) comm.send(a.data(), 3 * sizeof(int), 1, nullptr), comm.send(b.data(), 3 * sizeof(int), 1, nullptr);
+            if (rank == 1) {
+                comm.recv(got.data(), 3 * sizeof(int), 0, nullptr);
+                EXPECT(got == a, "N=%d: the first message received second", N);
+                comm.recv(got.data(), 3 * sizeof(int), 0, nullptr);
+                EXPECT(got == b, "N=%d: the second message received first", N);
+            }
+        }
+        stats[rank] = comm.stats;
+    });
+    for (int rank = 0; rank < N; rank++) {
+        uint64_t ring = 3 * 2 * n * sizeof(float), pair = 2 * 3 * sizeof(int);
+        uint64_t sent = ring + (rank == 0 ? pair : 0), recv = ring + (rank == 1 ? pair : 0);
+        const CommStats& st = stats[rank];
+        EXPECT(st.sent[(int)CommOp::PointToPoint] == sent && st.recv[(int)CommOp::PointToPoint] == recv &&
+                   st.bulk_sent() == sent,
+               "N=%d rank %d: point-to-point counted %llu sent, %llu received, want %llu and %llu", N, rank,
+               (unsigned long long)st.sent[(int)CommOp::PointToPoint], (unsigned long long)st.recv[(int)CommOp::PointToPoint],
+               (unsigned long long)sent, (unsigned long long)recv);
+    }
+}
+
 int main() {
+    for (int N = 2; N <= 5; N++) check_point_to_point(N);
     for (int N = 1; N <= 5; N++) {
         check_world<float>(N);
         check_world<bf16>(N);

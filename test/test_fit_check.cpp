@@ -7,7 +7,8 @@
 //     plan fits and the machine does not;
 //   * d48 at -z 1 -b 4 in 4000 MiB per rank: no single change fits; the advice
 //     lists combinations, cheapest first, and each one, re-estimated with its
-//     flags, fits.
+//     flags, fits; and on more devices, the fewest pipeline stages that fit:
+//     re-estimated, that fits (every stage), half of it does not.
 //
 // usage: test_fit_check <path to train_gpt2_zero_cpu>
 #include <cstdio>
@@ -60,6 +61,20 @@ int main(int argc, char** argv) {
     }
     EXPECT(suggestions >= 2, "%d suggestions:\n%s", suggestions, tight.output.c_str());
     EXPECT(single_changes == 0, "a single change was suggested where none fits:\n%s", tight.output.c_str());
+    int pp = 0, ranks = 0;
+    size_t at = tight.output.find("times the devices: --pp ");
+    if (at != std::string::npos) sscanf(tight.output.c_str() + at, "times the devices: --pp %d (%d ranks", &pp, &ranks);
+    EXPECT(pp > 1 && ranks == 8 * pp, "no --pp proposed:\n%s", tight.output.c_str());
+    if (pp > 1) {
+        auto with_pp = [&](int p) {
+            return estimate("-b 4 -z 1 --device_memory 4000 --ranks " + std::to_string(8 * p) + " --pp " + std::to_string(p));
+        };
+        CommandResult fits = with_pp(pp), half = with_pp(pp / 2);
+        EXPECT(fits.status == 0 && fits.output.find("fits: yes") != std::string::npos,
+               "the proposed --pp %d does not fit when estimated:\n%s", pp, fits.output.c_str());
+        EXPECT(pp / 2 == 1 || (half.status == 1 && half.output.find("fits: no") != std::string::npos),
+               "--pp %d fits too, but --pp %d was proposed:\n%s", pp / 2, pp, half.output.c_str());
+    }
     // the same without the estimate: refused before allocating anything
     CommandResult refused = run_command(trainer + " -e d48 -t 1024 -p bf16 -b 4 -z 1 --ranks 8 --device_memory 4000 -x 1");
     EXPECT(refused.status == 1 && refused.output.find("error: predicted out of memory") != std::string::npos &&

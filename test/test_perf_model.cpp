@@ -5,7 +5,8 @@
 //     groups sit on the nodes;
 //   the layout in time: a synchronous build sums its ops, a comm stream
 //     overlaps the compute stream as far as the waits let it, host work holds
-//     the issue of what follows;
+//     the issue of what follows; a pipeline's stages against the schedule's
+//     own timeline, and ranks sharing too few cores;
 //   costs: a measured profile's exact shapes, the interpolation between two
 //     shapes, oversubscribed ranks, a specification profile's efficiencies
 //     along its chain;
@@ -78,8 +79,8 @@ static void layout_in_time() {
         s.ops.push_back(op("c", Lane::Compute, {base + 1}, k));
         s.ops.push_back(op("host_wait", Lane::Host, {base + 3}, k));
     }
-    std::vector<double> d = {1, 3, 2, 1, 0, 1, 3, 2, 1, 0};
-    std::vector<double> sync = lay_out(s, d, true), streams = lay_out(s, d, false);
+    std::vector<std::vector<double>> d = {{1, 3, 2, 1, 0, 1, 3, 2, 1, 0}};
+    std::vector<double> sync = lay_out({s}, d, true)[0], streams = lay_out({s}, d, false)[0];
     EXPECT(near(sync[0], 7) && near(sync[1], 14), "synchronous: the sum (%g, %g)", sync[0], sync[1]);
     // streams: a 0-1, collective 1-4 beside b 1-3, c waits to 4, ends 5: the host waits for it
     EXPECT(near(streams[0], 5) && near(streams[1], 10), "streams: the collective hides b (%g, %g)", streams[0],
@@ -90,8 +91,53 @@ static void layout_in_time() {
     h.ops.push_back(op("to_device", Lane::Comm));
     h.ops.push_back(op("k", Lane::Compute));
     h.ops.push_back(op("host_wait", Lane::Host, {1}));
-    std::vector<double> he = lay_out(h, {2, 1, 5, 0}, false);
+    std::vector<double> he = lay_out({h}, {{2, 1, 5, 0}}, false)[0];
     EXPECT(near(he[0], 3), "host 0-2, transfer 2-3, the kernel 2-7 unwaited: the host's step ends at 3 (%g)", he[0]);
+}
+
+// A pipeline's stages laid out together against zero/pipeline/schedule.h's own
+// timeline of the same slots (an independent implementation): each slot a
+// receive (from the stage before for a forward, after for a backward), its
+// work, and a send; F takes 1, B 2 on stage s, times 1 + s/4 (unequal stages).
+static void pipelines() {
+    for (PipelineSchedule kind : {PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+        for (int P : {2, 4}) {
+            const int m = 6;
+            std::vector<StageSlots> sched = pipeline_schedule(kind, P, m);
+            std::vector<StepSchedule> stages(P);
+            std::vector<std::vector<double>> dur(P), slot_time(P);
+            for (int s = 0; s < P; s++)
+                for (const PipeSlot& x : sched[s]) {
+                    int from = x.backward ? s + 1 : s - 1, to = x.backward ? s - 1 : s + 1;
+                    if (from >= 0 && from < P) {
+                        StepOp r = op("recv", Lane::Host);
+                        r.peer = from;
+                        stages[s].ops.push_back(r), dur[s].push_back(0);
+                    }
+                    double work = (x.backward ? 2.0 : 1.0) * (1 + s / 4.0);
+                    stages[s].ops.push_back(op("k", Lane::Compute)), dur[s].push_back(work);
+                    slot_time[s].push_back(work);
+                    if (to >= 0 && to < P) {
+                        StepOp snd = op("send", Lane::Host);
+                        snd.peer = to;
+                        stages[s].ops.push_back(snd), dur[s].push_back(0);
+                    }
+                }
+            double want = 0;
+            for (const auto& st : pipeline_timeline(sched, slot_time)) want = std::max(want, st.back().end);
+            double got = 0, shared = 0, squeezed = 0;
+            for (const auto& e : lay_out(stages, dur, true)) got = std::max(got, e[0]);
+            for (const auto& e : lay_out_shared(stages, dur, 1, P)) shared = std::max(shared, e[0]);
+            for (const auto& e : lay_out_shared(stages, dur, 1, 0.5)) squeezed = std::max(squeezed, e[0]);
+            EXPECT(near(got, want) && near(shared, want), "%s P %d: laid out %g, shared cores %g, the schedule's own %g",
+                   pipeline_schedule_name(kind), P, got, shared, want);
+            // half a core for all: one busy stage at a time runs at half speed, more share it
+            double work = 0;
+            for (const auto& st : slot_time)
+                for (double w : st) work += w;
+            EXPECT(squeezed >= 2 * want - 1e-9 && squeezed >= 2 * work - 1e-9, "%s P %d: half a core: %g (alone %g, work %g)",
+                   pipeline_schedule_name(kind), P, squeezed, want, work);
+        }
 }
 
 // A measured profile with hand-set times.
@@ -230,6 +276,7 @@ static void predictor_without_pa() {
 int main() {
     collectives();
     layout_in_time();
+    pipelines();
     costs();
     step_flops_and_sums();
     specification_profiles();

@@ -1,6 +1,6 @@
 // The step-time model and the engine cannot drift apart: for runs across the
 // stages, world sizes, tensor and sequence parallelism, offload and
-// recomputation, the trainer's own trace of each step (--mem_report 1 writes
+// recomputation and pipeline stages, the trainer's own trace of each step (--mem_report 1 writes
 // comm_trace_rank<r>.csv: every collective and host transfer as issued, with
 // its group, bytes and unit) must equal, entry by entry, the collectives and
 // transfers of zero/perf/step_ops.h's schedule for the same flags, which the
@@ -17,8 +17,8 @@
 
 namespace {
 
-// The schedule's traced entries ("op group bytes unit") of one step.
-std::vector<std::string> model_entries(const std::string& flags) {
+// The schedule's traced entries ("op group bytes unit") of one step, of the stage of `rank`.
+std::vector<std::string> model_entries(const std::string& flags, int rank) {
     std::vector<std::string> words;
     std::istringstream in("trainer " + flags);
     for (std::string w; in >> w;) words.push_back(w);
@@ -27,10 +27,10 @@ std::vector<std::string> model_entries(const std::string& flags) {
     TrainOptions o;
     parse_flags((int)argv.size(), argv.data(), o);
     RunSetup run = make_run_setup(o);
-    StepSchedule s = step_schedule(run.memory_query(o), 1);
+    StepSchedule s = step_schedule(run.memory_query(o, run.grid().stage(rank)), 1);
     std::vector<std::string> out;
     for (const StepOp& op : s.ops)
-        if (op.collective() || op.transfer())
+        if (op.collective() || op.transfer() || op.p2p())
             out.push_back(op.kind + " " + op.group + " " + std::to_string(op.bytes) + " " + std::to_string(op.unit));
     return out;
 }
@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
         {4, "-z 2 --tp 2 -r 2 --offload_activations 1 --offload_optimizer cpu"},
         {4, "-z 1 --tp 4"},
         {2, "-z 0 --tp 2 --sp 1 -r 1"},
+        {2, "-z 0 --pp 2 -d 256"},
+        {4, "-z 1 --pp 4 -d 512 --pp_schedule gpipe"},
+        {4, "-z 2 --pp 2 --tp 2 -d 256 --offload_optimizer cpu"},
+        {4, "-z 3 --pp 2 -d 512 -r 2"},
+        {4, "-z 3 --pp 2 --tp 2 --sp 1 -d 256 --offload_optimizer cpu --offload_param cpu"},
     };
     int compared = 0;
     for (const Case& c : cases) {
@@ -82,9 +87,11 @@ int main(int argc, char** argv) {
         if (r.status != 0) continue;
         std::string flags = "-e " + std::string(TINY_4_LAYERS) + " -b 2 -t 32 --ranks " + std::to_string(c.ranks) + " " +
                             c.flags;
-        std::vector<std::string> want = model_entries(flags);
-        EXPECT(want.size() > 4, "%s: the model lists %zu entries", flags.c_str(), want.size());
-        for (int rank = 0; rank < c.ranks; rank++)
+        size_t entries = 0;
+        for (int rank = 0; rank < c.ranks; rank++) {
+            std::vector<std::string> want = model_entries(flags, rank);
+            EXPECT(want.size() > 4, "%s: the model lists %zu entries", flags.c_str(), want.size());
+            entries += want.size();
             for (int step = 1; step <= 2; step++) {
                 std::vector<std::string> got = trace_entries(run.out, rank, step);
                 size_t first = 0;
@@ -95,7 +102,8 @@ int main(int argc, char** argv) {
                        first < got.size() ? got[first].c_str() : "(none)",
                        first < want.size() ? want[first].c_str() : "(none)");
             }
-        printf("%-90s %zu entries per step: equal\n", flags.c_str(), want.size());
+        }
+        printf("%-90s %zu entries per step over the ranks: equal\n", flags.c_str(), entries);
         compared++;
     }
     EXPECT(compared == (int)(sizeof(cases) / sizeof(cases[0])), "%d of the runs compared", compared);

@@ -5,6 +5,8 @@
 //     for pixel, in the chart's top band, and a different string is not;
 //   * positions: a point at 10 on a 1..100 log axis sits half way; bars of 10
 //     and 20 stand in the ratio 1:2, and a stack of 10 + 10 as high as the 20;
+//     a box from 0 to 5 on a 0..10 axis fills the left half of its row, with
+//     its label inside, and one too small for its label has none;
 //   * the PNG decodes (stb_image) to the same pixels;
 //   * a CSV written by CsvWriter reads back field for field.
 // Skipped (77) when built without stb: there is then no text and no PNG.
@@ -116,6 +118,24 @@ int main() {
     EXPECT(s_b.second < s_a.first && std::abs(s_b.first - a.y0) <= 1,
            "stack 10 + 10: lower part %d..%d, upper part %d..%d, top of axis %d", s_a.first, s_a.second, s_b.first,
            s_b.second, a.y0);
+
+    // ---- boxes (a timeline's slots): where their corners say, labelled where the label fits
+    Chart tl;
+    tl.x.min = 0, tl.x.max = 10, tl.x.ticks = {0, 5, 10};
+    tl.y.min = -0.5, tl.y.max = 1.5, tl.y.ticks = {0, 1};
+    tl.boxes = {{0, 5, -0.4, 0.4, plot_color(4), "F0", "forward"}, {5, 5.1, 0.6, 1.4, plot_color(5), "B0", "backward"}};
+    Image ti = render_chart(tl, &a);
+    double px_per_x = (a.x1 - a.x0) / 10.0, py_per_y = (a.y1 - a.y0) / 2.0;
+    int row0 = (int)std::lround(a.y1 - 0.5 * py_per_y);  // y = 0
+    long inside = 0, beyond = 0;
+    for (int x = a.x0 + 2; x < a.x1 - 2; x++) {
+        if (x < a.x0 + 5 * px_per_x - 2) inside += ti.at(x, row0) == plot_color(4);
+        if (x > a.x0 + 5 * px_per_x + 2) beyond += ti.at(x, row0) == plot_color(4);
+    }
+    EXPECT(inside > 0.8 * 5 * px_per_x && beyond == 0, "the box 0..5 at y 0: %ld pixels of its colour inside, %ld beyond",
+           inside, beyond);
+    EXPECT(find_text(ti, a.y1, "F0", 2) || find_text(ti, a.y1, "F0", 1), "the box's label is not drawn");
+    EXPECT(!find_text(ti, a.y1, "B0", 2) && !find_text(ti, a.y1, "B0", 1), "a label drawn outside its small box");
 
     // ---- PNG round trip
     std::string png = "plot_test.png";

@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
             CsvRows mem = r.mem_report(rank);
             CsvRows comm = r.comm_report(rank);
             size_t arenas = oo || c.offload_activations ? 2 : 1;
-            EXPECT(mem.rows.size() == 6 * arenas && comm.rows.size() == 2 * 5, "%s rank %d: %zu memory and %zu comm rows",
+            EXPECT(mem.rows.size() == 6 * arenas && comm.rows.size() == 2 * NUM_COMM_OPS, "%s rank %d: %zu memory and %zu comm rows",
                    name, rank, mem.rows.size(), comm.rows.size());
             for (size_t i = 0; i < mem.rows.size(); i++) {
                 double live = mem.num(i, "live_total"), pred = mem.num(i, "predicted_total");
@@ -166,9 +166,9 @@ int main(int argc, char** argv) {
                     if (a == 0) got[1] = grads;
                 }
             }
-            // the second step's traffic (rows 5..9), bulk ops only
+            // the second step's traffic (its row per op), bulk ops only
             double sent = 0, recv = 0;
-            for (size_t i = 5; i < comm.rows.size(); i++)
+            for (size_t i = NUM_COMM_OPS; i < comm.rows.size(); i++)
                 if (comm.text(i, "op") != "scalar") sent += comm.num(i, "bytes_sent"), recv += comm.num(i, "bytes_recv");
             got_comm = sent;
             EXPECT(sent == want_comm && recv == want_comm, "%s rank %d: sent %.0f received %.0f bytes, formula %.0f",

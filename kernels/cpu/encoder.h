@@ -30,7 +30,11 @@ void encoder_forward_cpu(T* out,             // (B, T, C)
 //                   a tensor-parallel rank passes its vocabulary rows)
 // dwpe[t,:] += sum over b of dout[b,t,:]
 // Deterministic: each row of dwte/dwpe is owned by one thread and summed in a
-// fixed order in fp32, then rounded once. No atomics.
+// fixed order in fp32. A dwpe row starts from its current value and is rounded
+// once. A dwte row's sum starts from zero and is rounded, then added to the row
+// (rounded again): the encoder's gradient is a tensor of its own added to the
+// LM head's (which shares wte), as it is when the two sit on different pipeline
+// stages and meet in an all-reduce (zero/engine/zero_engine.h). No atomics.
 template <typename T>
 void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp or Vl, C), (maxT, C): accumulated into
                           const T* dout,       // (B, T, C)
@@ -56,12 +60,12 @@ void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp or Vl, C), (maxT, C): accu
 #pragma omp for schedule(static)
         for (int r = 0; r < runs; r++) {
             T* row = dwte + (size_t)(tokens[order[run_start[r]]] - v0) * C;
-            for (int c = 0; c < C; c++) acc[c] = to_float(row[c]);
+            for (int c = 0; c < C; c++) acc[c] = 0.0f;
             for (int i = run_start[r]; i < run_start[r + 1]; i++) {
                 const T* d = dout + (size_t)order[i] * C;
                 for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
             }
-            for (int c = 0; c < C; c++) row[c] = from_float<T>(acc[c]);
+            for (int c = 0; c < C; c++) row[c] = from_float<T>(to_float(row[c]) + to_float(from_float<T>(acc[c])));
         }
 #pragma omp for schedule(static)
         for (int t = 0; t < T_; t++) {

@@ -302,6 +302,7 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
         ys.insert(ys.end(), s.y.begin(), s.y.end());
     }
     for (const RefLine& r : c.hlines) ys.push_back(r.y);
+    for (const BoxMark& b : c.boxes) xs.push_back(b.x0), xs.push_back(b.x1), ys.push_back(b.y0), ys.push_back(b.y1);
     if (bars) {
         for (size_t k = 0; k < c.categories.size(); k++) {
             double stack = 0;
@@ -327,6 +328,9 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
     std::vector<LegendEntry> legend;
     for (const BarSeries& b : c.bars)
         if (bars && !b.label.empty()) legend.push_back({b.label, b.color, 2});
+    for (const BoxMark& b : c.boxes)
+        if (!b.key.empty() && std::none_of(legend.begin(), legend.end(), [&](const LegendEntry& e) { return e.label == b.key; }))
+            legend.push_back({b.key, b.color, 2});
     for (const RefLine& r : c.hlines)
         if (!r.label.empty()) legend.push_back({r.label, r.color, 1});
     for (const LineSeries& s : c.lines)
@@ -391,6 +395,20 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
                 img.fill_rect(bx0, std::min(py0, py1), std::max(bx0 + 1, bx1), std::max(py0, py1) + 1, b.color);
             }
         }
+    }
+    // boxes, outlined, their labels centred at the largest scale that fits
+    for (const BoxMark& b : c.boxes) {
+        int x0 = (int)std::lround(sx.to_pixel(b.x0)), x1 = (int)std::lround(sx.to_pixel(b.x1));
+        int y0 = (int)std::lround(sy.to_pixel(b.y1)), y1 = (int)std::lround(sy.to_pixel(b.y0));
+        img.fill_rect(x0, y0, x1 + 1, y1 + 1, b.color);
+        for (int x = x0; x <= x1; x++) img.set(x, y0, PLOT_INK), img.set(x, y1, PLOT_INK);
+        for (int y = y0; y <= y1; y++) img.set(x0, y, PLOT_INK), img.set(x1, y, PLOT_INK);
+        for (int scale = 2; scale >= 1 && !b.label.empty(); scale--)
+            if (text_width(b.label, scale) + 4 <= x1 - x0 && text_height(b.label, scale) + 4 <= y1 - y0) {
+                draw_text(img, (x0 + x1 - text_width(b.label, scale)) / 2, (y0 + y1 - text_height(b.label, scale)) / 2,
+                          b.label, PLOT_INK, scale);
+                break;
+            }
     }
     // reference lines, then series
     for (const RefLine& r : c.hlines) {

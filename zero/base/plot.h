@@ -1,7 +1,7 @@
 // Charts as PNG files, with no plotting library: lines (solid or dashed, with
 // or without markers) on linear or log axes, horizontal reference lines,
-// grouped or stacked bars over named categories, ticks, grid, legend and
-// title. Text is drawn with stb_easy_font's line-segment glyphs (no font
+// grouped or stacked bars over named categories, labelled boxes, ticks, grid,
+// legend and title. Text is drawn with stb_easy_font's line-segment glyphs (no font
 // files) and the image is written with stb_image_write (Debian's libstb-dev).
 //
 // Built without those two headers (no ZERO_HAVE_STB), charts still render,
@@ -70,6 +70,14 @@ struct RefLine {  // horizontal, dashed, across the whole plot
     Rgb color;
 };
 
+// A filled rectangle in data coordinates with its label inside when it fits (a
+// timeline's slots, say); boxes of the same colour share one legend entry, `key`.
+struct BoxMark {
+    double x0 = 0, x1 = 0, y0 = 0, y1 = 0;
+    Rgb color;
+    std::string label, key;
+};
+
 struct BarSeries {  // one value per category
     std::string label;
     std::vector<double> values;
@@ -90,6 +98,7 @@ struct Chart {
     int width = 900, height = 560;
     std::vector<LineSeries> lines;
     std::vector<RefLine> hlines;
+    std::vector<BoxMark> boxes;  // on numeric axes, under the lines
     // bar charts: the x axis is categorical, one group of bars per category
     std::vector<std::string> categories;
     std::vector<BarSeries> bars;

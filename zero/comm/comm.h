@@ -22,11 +22,11 @@
 // say: long enough for rank 0 to write a large checkpoint while the others wait.
 constexpr double COLLECTIVE_TIMEOUT_S = 900.0;
 
-enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, COUNT };
+enum class CommOp : int { AllReduce, ReduceScatter, AllGather, Broadcast, Scalar, PointToPoint, COUNT };
 constexpr int NUM_COMM_OPS = (int)CommOp::COUNT;
 
 inline const char* comm_op_name(CommOp op) {
-    static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "scalar"};
+    static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "scalar", "p2p"};
     return names[(int)op];
 }
 
@@ -56,8 +56,8 @@ struct CommStats {
 // The step-time model lists the same (zero/perf/, test perf_trace); the
 // trainer writes it with --mem_report 1 -o DIR (comm_trace_rank<r>.csv).
 struct TraceEntry {
-    std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, scalar; to_host, to_device
-    std::string group;  // data, tensor, world; host for a transfer
+    std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, scalar, send, recv; to_host, to_device
+    std::string group;  // data, tensor, pipe, tied, world; host for a transfer
     uint64_t bytes = 0;
     int unit = -1;      // -1: no unit (scalars)
 };
@@ -99,6 +99,17 @@ class Comm {
     virtual double sum_scalar(double x) = 0;
     virtual double max_scalar(double x) = 0;
 
+    // Point-to-point, between pipeline stages: `bytes` of `buf` to or from rank
+    // `peer`. A send completes once the peer has received it, so two ranks that
+    // send to each other must post both sends before either receive: between
+    // group_start() and group_end() the operations are posted together and
+    // complete together (NCCL's group semantics). Counted as PointToPoint:
+    // sent bytes by the sender, received bytes by the receiver.
+    virtual void send(const void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void recv(void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void group_start() = 0;
+    virtual void group_end() = 0;
+
     // A sub-communicator, as ncclCommSplit makes one: every rank of this one
     // calls it together; the ranks giving the same color form a group, ranked
     // by key (ties by rank here). The new communicator counts its own bytes,
@@ -110,5 +121,9 @@ class Comm {
     void counted(CommOp op, uint64_t sent, uint64_t recv, uint64_t payload) {
         stats.add(op, sent, recv);
         if (trace) trace->push_back({comm_op_name(op), group_name, payload, op == CommOp::Scalar ? -1 : unit});
+    }
+    // a send or a receive as it is posted (the trace; its bytes are counted as it completes)
+    void traced_p2p(bool send, uint64_t bytes) {
+        if (trace) trace->push_back({send ? "send" : "recv", group_name, bytes, unit});
     }
 };

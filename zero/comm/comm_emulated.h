@@ -12,11 +12,16 @@
 //
 // Bytes are counted as they move: a rank receives what it reads from peers and
 // sends what peers read from it.
+//
+// Point-to-point (pipeline stages) is a rendezvous, as in NCCL: a send posts
+// its buffer, the receiver copies from it, and the send is complete once that
+// copy is. Without a barrier: only the two ranks involved meet.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -88,6 +93,16 @@ struct EmulatedWorld {
     std::vector<int> split_color, split_key;
     std::mutex children_mu;
     std::map<std::pair<int, int>, std::unique_ptr<EmulatedWorld>> children;  // (split call, color) -> group
+    // point-to-point: per (sender, receiver) the sends posted and not yet received, oldest first
+    struct Message {
+        const void* data;
+        size_t bytes;
+        Event ready, done;  // the data is complete (sender's stream); it has been copied (receiver's)
+        bool taken = false;
+    };
+    std::mutex p2p_mu;
+    std::condition_variable p2p_cv;
+    std::map<std::pair<int, int>, std::deque<std::shared_ptr<Message>>> channels;
 };
 
 class EmulatedComm : public Comm {
@@ -158,6 +173,14 @@ class EmulatedComm : public Comm {
 
     void barrier() override { shared.barrier.wait(rank, "barrier"); }
 
+    void send(const void* buf, size_t bytes, int peer, Stream s) override { post({true, (void*)buf, bytes, peer, s}); }
+    void recv(void* buf, size_t bytes, int peer, Stream s) override { post({false, buf, bytes, peer, s}); }
+    void group_start() override { grouped = true; }
+    void group_end() override {
+        grouped = false;
+        run_point_to_point();
+    }
+
     double sum_scalar(double x) override {
         return scalar_reduce(x, [](double a, double b) { return a + b; });
     }
@@ -194,6 +217,91 @@ class EmulatedComm : public Comm {
     EmulatedWorld& shared;
     KernelCtx ctx;
     int splits = 0;  // split() calls so far (every rank makes the same ones)
+    struct P2POp {
+        bool send;
+        void* buf;
+        size_t bytes;
+        int peer;
+        Stream s;
+    };
+    std::vector<P2POp> pending;  // the open group's operations
+    bool grouped = false;
+
+    void post(const P2POp& op) {
+        CHECK(op.peer >= 0 && op.peer < world && op.peer != rank, "internal: point-to-point from rank %d to rank %d of %d",
+              rank, op.peer, world);
+        pending.push_back(op);
+        traced_p2p(op.send, op.bytes);
+        if (!grouped) run_point_to_point();
+    }
+
+    // Waits on the channel condition until `done` holds, or ends the job naming
+    // the peer once the watchdog's time has passed.
+    template <typename Pred>
+    void p2p_wait(std::unique_lock<std::mutex>& lock, Pred done, const char* what, size_t bytes, int peer) {
+        double timeout = shared.barrier.timeout_s();
+        if (timeout <= 0) return shared.p2p_cv.wait(lock, done);
+        if (shared.p2p_cv.wait_for(lock, std::chrono::duration<double>(timeout), done)) return;
+        fail("rank %d waited %.0f s to %s %zu bytes %s rank %d of its group, which never did its part (stuck, or in "
+             "another operation); --timeout sets the limit",
+             rank, timeout, what, bytes, what[0] == 's' ? "to" : "from", peer);
+    }
+
+    // The open group: post every send, then complete every receive (each from
+    // the oldest send its peer posted to this rank: the two sides pair in
+    // order), then wait until the peers have copied the sends. No rank waits
+    // before it has posted all its sends, so two ranks sending to each other
+    // in one group never wait on each other.
+    void run_point_to_point() {
+        std::vector<std::pair<std::shared_ptr<EmulatedWorld::Message>, const P2POp*>> posted;
+        for (const P2POp& op : pending) {
+            if (!op.send) continue;
+            auto msg = std::make_shared<EmulatedWorld::Message>();
+            msg->data = op.buf, msg->bytes = op.bytes, msg->ready = event_create(), msg->done = event_create();
+            event_record(msg->ready, op.s);
+            {
+                std::lock_guard<std::mutex> lock(shared.p2p_mu);
+                shared.channels[{rank, op.peer}].push_back(msg);
+            }
+            shared.p2p_cv.notify_all();
+            posted.push_back({msg, &op});
+            stats.add(CommOp::PointToPoint, op.bytes, 0);
+        }
+        for (const P2POp& op : pending) {
+            if (op.send) continue;
+            std::shared_ptr<EmulatedWorld::Message> msg;
+            {
+                std::unique_lock<std::mutex> lock(shared.p2p_mu);
+                auto& channel = shared.channels[{op.peer, rank}];
+                p2p_wait(lock, [&] { return !channel.empty(); }, "receive", op.bytes, op.peer);
+                msg = channel.front();
+                channel.pop_front();
+            }
+            CHECK(msg->bytes == op.bytes, "internal: rank %d receives %zu bytes from rank %d, which sent %zu", rank,
+                  op.bytes, op.peer, msg->bytes);
+            stream_wait(op.s, msg->ready);
+            device_copy(op.buf, msg->data, op.bytes, op.s);
+            event_record(msg->done, op.s);
+            {
+                std::lock_guard<std::mutex> lock(shared.p2p_mu);
+                msg->taken = true;
+            }
+            shared.p2p_cv.notify_all();
+            stats.add(CommOp::PointToPoint, 0, op.bytes);
+        }
+        for (auto& sent : posted) {
+            const std::shared_ptr<EmulatedWorld::Message>& msg = sent.first;
+            const P2POp* op = sent.second;
+            {
+                std::unique_lock<std::mutex> lock(shared.p2p_mu);
+                p2p_wait(lock, [&] { return msg->taken; }, "send", op->bytes, op->peer);
+            }
+            stream_wait(op->s, msg->done);  // not before the peer's copy: the caller may reuse the buffer
+            event_destroy(msg->ready);
+            event_destroy(msg->done);
+        }
+        pending.clear();
+    }
 
     size_t chunk_begin(size_t count, int k) const { return count * k / world; }
 

@@ -18,6 +18,11 @@
 //
 // Byte counts are those of NCCL's ring algorithms, written the way the emulated
 // backend counts them so that both backends report the same numbers.
+//
+// Point-to-point (pipeline stages) is ncclSend / ncclRecv; the operations
+// between group_start() and group_end() go inside ncclGroupStart/End, so a
+// stage's send to a neighbour and its receive from it progress together. The
+// watchdog names the peer of a send or receive that never completes.
 #pragma once
 
 #include "zero/base/backend.h"
@@ -167,6 +172,28 @@ class NcclComm : public Comm {
         return acc;
     }
 
+    void send(const void* buf, size_t bytes, int peer, Stream s) override {
+        traced_p2p(true, bytes);
+        point_to_point(true, (void*)buf, bytes, peer, s);
+        stats.add(CommOp::PointToPoint, bytes, 0);
+    }
+    void recv(void* buf, size_t bytes, int peer, Stream s) override {
+        traced_p2p(false, bytes);
+        point_to_point(false, buf, bytes, peer, s);
+        stats.add(CommOp::PointToPoint, 0, bytes);
+    }
+    void group_start() override {
+        ncclCheck(ncclGroupStart());
+        in_group = true;
+        group_what.clear();
+        group_stream = nullptr;
+    }
+    void group_end() override {
+        ncclCheck(ncclGroupEnd());
+        in_group = false;
+        if (!group_what.empty()) issued(group_stream, group_what);
+    }
+
     // ncclCommSplit: a collective over this communicator's ranks.
     std::unique_ptr<Comm> split(int color, int key) override {
         ncclComm_t sub = nullptr;
@@ -193,14 +220,32 @@ class NcclComm : public Comm {
     std::mutex watch_mu;
     std::condition_variable watch_cv;
     bool stopping = false;
-    const char* last_op = "";
+    std::string last_op;
     std::chrono::steady_clock::time_point last_issued;
+
+    // the open group's operations (one stream), for the watchdog's message
+    bool in_group = false;
+    std::string group_what;
+    Stream group_stream = nullptr;
+
+    void point_to_point(bool send, void* buf, size_t bytes, int peer, Stream s) {
+        if (bytes == 0) return;
+        CHECK(!in_group || !group_stream || group_stream == s, "internal: one group of sends and receives, one stream");
+        if (!in_group || !group_stream) ordered(s);
+        if (send) ncclCheck(ncclSend(buf, bytes, ncclUint8, peer, comm, s));
+        else ncclCheck(ncclRecv(buf, bytes, ncclUint8, peer, comm, s));
+        std::string what = std::string(send ? "a send of " : "a receive of ") + std::to_string(bytes) + " bytes " +
+                           (send ? "to" : "from") + " rank " + std::to_string(peer) + " of its group";
+        if (!in_group) return issued(s, what);
+        group_what += (group_what.empty() ? "" : " and ") + what;
+        group_stream = s;
+    }
 
     // Keep this communicator's collectives in issue order across streams.
     void ordered(Stream s) {
         if (any_issued && s != last_stream) stream_wait(s, last_done);
     }
-    void issued(Stream s, const char* op) {
+    void issued(Stream s, const std::string& op) {
         std::lock_guard<std::mutex> lock(watch_mu);
         event_record(last_done, s);
         last_stream = s;
@@ -224,8 +269,8 @@ class NcclComm : public Comm {
             if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
                 std::string why = nccl_error_text(async);
                 ncclCommAbort(comm);
-                fail("rank %d: NCCL failed in %s: %s (a peer rank died or its connection broke)", rank, last_op,
-                     why.c_str());
+                fail("rank %d: NCCL failed in %s: %s (a peer rank died or its connection broke)", rank,
+                     last_op.c_str(), why.c_str());
             }
             if (!any_issued || timeout <= 0) continue;
             double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_issued).count();
@@ -233,7 +278,7 @@ class NcclComm : public Comm {
                 ncclCommAbort(comm);
                 fail("rank %d: %s issued %.0f s ago has not completed: some rank died or never joined it (or an "
                      "earlier collective); --timeout sets the limit",
-                     rank, last_op, waited);
+                     rank, last_op.c_str(), waited);
             }
         }
     }

@@ -25,6 +25,11 @@
 // (zero/layout/checkpoint_reslice.h): each element the new rank needs is read
 // from the old file that held it, so a run can resume at another t, d or stage.
 // Sequence parallelism (--sp) holds no state of its own: it is not recorded.
+// With pipeline stages, rank r = (s*d + dp)*t + tp holds its stage's units
+// only (the last stage's copy of the embeddings too, never read back: the
+// first stage's is the one); the MANIFEST records each stage's layers, and a
+// resuming rank reads each unit from the stage that held it, so a run can
+// resume at another number of stages too.
 #pragma once
 
 #include <algorithm>
@@ -53,12 +58,13 @@ struct CkptHeader {
     uint32_t magic, version;
     int32_t step, world, stage, rank;
     int32_t max_seq_len, vocab_size, padded_vocab_size, num_layers, num_heads, channels;
-    int32_t tp, unused;    // tensor-parallel degree t of the grid (world = t x d); rank = dp*t + tp
+    int32_t tp;            // tensor-parallel degree t of the grid (world = d x t x pp); rank = (s*d + dp)*t + tp
+    int32_t pp;            // pipeline stages (0 in files written before there were any: one)
     uint64_t shard_numel;  // elements per array in an optim file
 };
 
 inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int world, int stage, int rank,
-                              size_t shard_numel, int tp = 1) {
+                              size_t shard_numel, int tp = 1, int pp = 1) {
     CkptHeader h{};
     h.magic = magic;
     h.version = CKPT_VERSION;
@@ -73,9 +79,12 @@ inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int
     h.num_heads = c.num_heads;
     h.channels = c.channels;
     h.tp = tp;
+    h.pp = pp;
     h.shard_numel = shard_numel;
     return h;
 }
+
+inline int header_pp(const CkptHeader& h) { return h.pp == 0 ? 1 : h.pp; }
 
 inline GPT2Config header_config(const CkptHeader& h) {
     GPT2Config c;
@@ -107,8 +116,9 @@ inline CkptHeader read_checkpoint_header(const std::string& dir, FILE** keep_ope
     CHECK(h.magic == CKPT_STATE_MAGIC && h.version == CKPT_VERSION, "%s is not a checkpoint state file of ours",
           path.c_str());
     validate_config(header_config(h), path);
-    CHECK(h.tp >= 1 && h.world >= 1 && h.world % h.tp == 0, "%s: a grid of %d ranks with --tp %d is not one of ours",
-          path.c_str(), h.world, h.tp);
+    CHECK(h.tp >= 1 && h.pp >= 0 && h.world >= 1 && h.world % (h.tp * header_pp(h)) == 0,
+          "%s: a grid of %d ranks with --tp %d and %d pipeline stage(s) is not one of ours", path.c_str(), h.world, h.tp,
+          header_pp(h));
     if (keep_open) *keep_open = f;
     else fclose(f);
     return h;
@@ -135,10 +145,10 @@ inline size_t optimizer_index(const ShardPlan& plan, int stage, int rank, int u,
 }
 
 // Writes this rank's slices of master, m and v (host copies of the optimizer
-// arrays of an engine with the given data plan and stage); h.rank = dp*h.tp + tp.
+// arrays of an engine with the given data plan and stage); h.rank = (s*d + dp)*h.tp + tp.
 inline void write_optim_file(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage,
                              const float* const arrays[3]) {
-    const int dp = h.rank / h.tp;  // the slice: this rank's place in its data group
+    const int dp = h.rank / h.tp % (h.world / (h.tp * header_pp(h)));  // the slice: this rank's place in its data group
     AtomicFile f(optim_file(dir, h.rank));
     f.write(&h, sizeof(h));
     for (int a = 0; a < 3; a++)
@@ -150,14 +160,23 @@ inline void write_optim_file(const std::string& dir, const CkptHeader& h, const 
 }
 
 // Fills the master/m/v arrays (host, for `plan` and `stage`) of data rank `dp`
-// and tensor rank `tp` of the grid of `layout` (its t) from a checkpoint written
-// by a grid of `old_world` ranks, `old_tp` per tensor group, whatever stage they ran.
+// and tensor rank `tp` of the grid of `layout` (its t and pipeline stage) from a
+// checkpoint written by a grid of `old_world` ranks, `old_tp` per tensor group,
+// in the pipeline stages `old_pipeline` (none: one), whatever ZeRO stage they ran.
 inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
-                             const ShardPlan& plan, int stage, int dp, int tp, float* const arrays[3]) {
-    CHECK(old_tp >= 1 && old_world % old_tp == 0, "checkpoint %s: %d ranks do not make a grid with --tp %d",
-          dir.c_str(), old_world, old_tp);
-    ParamLayout old_layout(layout.cfg, old_tp);
-    ShardPlan old(old_layout.unit_specs(), old_world / old_tp, plan.align);
+                             const PipelinePlan& old_pipeline, const ShardPlan& plan, int stage, int dp, int tp,
+                             float* const arrays[3]) {
+    const int old_pp = std::max(1, old_pipeline.stages());
+    CHECK(old_tp >= 1 && old_world % (old_tp * old_pp) == 0,
+          "checkpoint %s: %d ranks do not make a grid with --tp %d and %d pipeline stage(s)", dir.c_str(), old_world,
+          old_tp, old_pp);
+    const int old_dp = old_world / (old_tp * old_pp);
+    std::vector<ParamLayout> old_layouts;  // per old pipeline stage, with its data plan
+    std::vector<ShardPlan> old_plans;
+    for (int s = 0; s < old_pp; s++) {
+        old_layouts.emplace_back(layout.cfg, old_tp, old_pp > 1 ? old_pipeline.range(s) : StageRange{});
+        old_plans.emplace_back(old_layouts[s].unit_specs(), old_dp, plan.align);
+    }
     std::vector<FILE*> files(old_world);
     std::vector<std::string> paths(old_world);
     for (int k = 0; k < old_world; k++) {
@@ -171,7 +190,9 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
               paths[k].c_str());
         CHECK(same_shape(header_config(h), layout.cfg), "%s is of another model (%s)", paths[k].c_str(),
               describe_config(header_config(h)).c_str());
-        CHECK(h.rank == k && h.world == old_world && h.tp == old_tp && h.shard_numel == old.shard_numel,
+        const ShardPlan& old = old_plans[k / (old_dp * old_tp)];
+        CHECK(h.rank == k && h.world == old_world && h.tp == old_tp && header_pp(h) == old_pp &&
+                  h.shard_numel == old.shard_numel,
               "%s does not belong with the other files of %s", paths[k].c_str(), dir.c_str());
         size_t expect = sizeof(h) + 3 * old.shard_numel * sizeof(float);
         CHECK(file_size(files[k]) == expect, "%s is truncated: %zu bytes, expected %zu", paths[k].c_str(),
@@ -182,7 +203,11 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
         size_t lo = stage == 0 ? 0 : (size_t)dp * plan.slice_numel(u);
         size_t hi = std::min(stage == 0 ? plan.padded[u] : lo + plan.slice_numel(u), plan.units[u].numel);
         if (lo >= hi) continue;
-        for (const ResliceRun& r : reslice_runs(old_layout, old, layout, tp, u, lo, hi))
+        // where the whole model's unit lived in the old grid: its stage, its number there
+        const int g = layout.global_unit(u), os = old_pipeline.stage_of_unit(g, layout.cfg.num_layers);
+        const ShardPlan& old = old_plans[os];
+        for (const ResliceRun& r : reslice_runs(old_layouts[os], old, old_layouts[os].local_unit(g),
+                                                os * old_dp * old_tp, layout, tp, u, lo, hi))
             for (int arr = 0; arr < 3; arr++) {
                 size_t at = sizeof(CkptHeader) + ((size_t)arr * old.shard_numel + r.offset) * sizeof(float);
                 seek_to(files[r.file], at, paths[r.file]);
@@ -193,6 +218,22 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
     for (FILE* f : files) fclose(f);
 }
 
+// Without pipeline stages in the checkpoint.
+inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
+                             const ShardPlan& plan, int stage, int dp, int tp, float* const arrays[3]) {
+    read_optim_files(dir, layout, old_world, old_tp, PipelinePlan{}, plan, stage, dp, tp, arrays);
+}
+
+// The pipeline stages a checkpoint was written by, from its MANIFEST (none: one).
+inline PipelinePlan checkpoint_pipeline(const std::string& dir) {
+    CheckpointManifest manifest;
+    std::string why;
+    CHECK(read_manifest(dir, manifest, why), "%s: %s", dir.c_str(), why.c_str());
+    PipelinePlan p;
+    p.layers = manifest.id.pp_layers;
+    return p;
+}
+
 // One plain fp32 llm.c model file (<dir>/model_fp32.bin) from the fp32 master
 // weights of a sharded checkpoint, whatever world size and stage wrote it.
 inline std::string consolidate_checkpoint(const std::string& dir) {
@@ -201,12 +242,19 @@ inline std::string consolidate_checkpoint(const std::string& dir) {
     ShardPlan whole(layout.unit_specs(), 1, SHARD_ALIGN);
     std::vector<float> w(whole.full_numel), m(whole.full_numel), v(whole.full_numel);
     float* arrays[3] = {w.data(), m.data(), v.data()};
-    read_optim_files(dir, layout, h.world, h.tp, whole, 0, 0, 0, arrays);
+    PipelinePlan pipeline = header_pp(h) > 1 ? checkpoint_pipeline(dir) : PipelinePlan{};
+    CHECK(std::max(1, pipeline.stages()) == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline",
+          dir.c_str());
+    read_optim_files(dir, layout, h.world, h.tp, pipeline, whole, 0, 0, 0, arrays);
     std::string out = dir + "/model_fp32.bin";
     ModelFileWriter<float> writer(out, layout);
     for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, w.data() + whole.full_offset[u]);
     writer.commit();
-    if (h.tp > 1)
+    if (header_pp(h) > 1)
+        printf("wrote %s from the %d optimizer shard(s) of step %d (a grid of %d pipeline stages x --tp %d x %d "
+               "data-parallel ranks)\n",
+               out.c_str(), h.world, h.step, header_pp(h), h.tp, h.world / (h.tp * header_pp(h)));
+    else if (h.tp > 1)
         printf("wrote %s from the %d optimizer shard(s) of step %d (a grid of --tp %d x %d data-parallel ranks)\n",
                out.c_str(), h.world, h.step, h.tp, h.world / h.tp);
     else
@@ -225,10 +273,10 @@ struct RunState {
     DataLoader::State loader;
 };
 
-// Unit u's full compute-dtype parameters on rank 0's host (`out`, the full
-// model's unit): the data group gathers the t-local unit as for any export, and
-// with tensor parallelism the tensor group all-gathers its t parts, which rank 0
-// places into the full unit. Every rank calls this together.
+// Unit u's full compute-dtype parameters on the host of `rank0` (`out`, the
+// full model's unit): the data group gathers the t-local unit as for any
+// export, and with tensor parallelism the tensor group all-gathers its t parts,
+// which rank0 places into the full unit. Every rank of the stage calls this together.
 template <typename T>
 void export_full_unit(ZeroEngine<T>& zero, int u, bool rank0, T* gather_buffer, std::vector<T>& local,
                       std::vector<T>& out) {
@@ -246,7 +294,7 @@ void export_full_unit(ZeroEngine<T>& zero, int u, bool rank0, T* gather_buffer, 
         if (layout.tp == 1) {
             out = local;
         } else {
-            out.assign(ParamLayout(layout.cfg, 1).unit_spec(u).numel, T{});
+            out.assign(layout.whole_tensors().unit_spec(u).numel, T{});
             for (int p = 0; p < layout.tp; p++) layout.tp_place_unit(p, u, local.data() + (size_t)p * padded, out.data());
         }
     }
@@ -254,10 +302,12 @@ void export_full_unit(ZeroEngine<T>& zero, int u, bool rank0, T* gather_buffer, 
 }
 
 // Writes checkpoint_<rs.step> (every rank of `world` calls this together: with
-// tensor parallelism the engine's comm is only the data group); returns its directory.
+// tensor or pipeline parallelism the engine's comm is only the data group);
+// returns its directory. `pipeline`: the run's stages (none: one).
 template <typename T>
 std::string save_checkpoint(const std::string& output_dir, const RunState& rs, ZeroEngine<T>& zero, Comm& world,
-                            DType dtype, unsigned long long seed, long long tokens_per_step) {
+                            DType dtype, unsigned long long seed, long long tokens_per_step,
+                            const PipelinePlan& pipeline = PipelinePlan{}) {
     const ParamLayout& layout = zero.layout;
     const ParamLayout whole(layout.cfg, 1);  // model.bin is of the full model whatever t
     const bool rank0 = world.rank == 0;
@@ -280,17 +330,44 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
         size_t largest = *std::max_element(zero.plan.padded.begin(), zero.plan.padded.end());
         gather_buffer = (T*)device_malloc(largest * layout.tp * sizeof(T));
     }
+    // with pipeline stages each unit comes from the stage holding it (the
+    // embeddings from the first), through its (dp 0, tp 0) rank, the stage's
+    // root, to rank 0 along their pipeline group
+    const bool stage_root = zero.rank == 0 && zero.tp_rank == 0;
+    const int my_stage = zero.pipe ? zero.pipe->rank : 0;
+    T* unit_buffer = nullptr;  // (largest whole unit): a unit on its way to rank 0, outside the accountant
+    if (zero.pipe && stage_root) {
+        size_t largest = 0;
+        for (int g = 0; g < whole.num_units(); g++) largest = std::max(largest, whole.unit_spec(g).numel);
+        unit_buffer = (T*)device_malloc(largest * sizeof(T));
+    }
     std::vector<T> local, full;
-    for (int u = 0; u < layout.num_units(); u++) {
-        export_full_unit(zero, u, rank0, gather_buffer, local, full);
+    for (int g = 0; g < whole.num_units(); g++) {
+        const int owner = pipeline.stage_of_unit(g, layout.cfg.num_layers);
+        if (owner == my_stage) export_full_unit(zero, layout.local_unit(g), stage_root, gather_buffer, local, full);
+        if (owner != 0 && unit_buffer) {
+            size_t bytes = whole.unit_spec(g).numel * sizeof(T);
+            if (owner == my_stage) {
+                zero.copy_to_device(unit_buffer, full.data(), bytes);
+                zero.pipe->send(unit_buffer, bytes, 0, zero.ctx.stream);
+            } else if (rank0) {
+                full.resize(whole.unit_spec(g).numel);
+                zero.pipe->recv(unit_buffer, bytes, owner, zero.ctx.stream);
+                zero.copy_to_host(full.data(), unit_buffer, bytes);
+            }
+        }
         if (!rank0) continue;
         if (w16) {
-            w16->write_unit(u, (const bf16*)full.data());
+            w16->write_unit(g, (const bf16*)full.data());
         } else {
             std::vector<float> f(full.size());
             for (size_t i = 0; i < full.size(); i++) f[i] = to_float(full[i]);
-            w32->write_unit(u, f.data());
+            w32->write_unit(g, f.data());
         }
+    }
+    if (unit_buffer) {
+        stream_sync(zero.ctx.stream);
+        device_free(unit_buffer);
     }
     if (gather_buffer) device_free(gather_buffer);
     if (w16) w16->commit();
@@ -303,13 +380,15 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     zero.copy_to_host(m.data(), zero.adam_m_state(), n * sizeof(float));
     zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
     const float* arrays[3] = {w.data(), m.data(), v.data()};
+    const int pp = std::max(1, pipeline.stages());
     write_optim_file(dir,
                      make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, world.world, zero.stage, world.rank,
-                                 zero.plan.shard_numel, layout.tp),
+                                 zero.plan.shard_numel, layout.tp, pp),
                      zero.plan, zero.stage, arrays);
     write_checksum_note(dir, world.rank);
     if (rank0)
-        write_state_file(dir, make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, world.world, zero.stage, 0, 0, layout.tp),
+        write_state_file(dir,
+                         make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, world.world, zero.stage, 0, 0, layout.tp, pp),
                          rs);
     world.barrier();
     if (rank0) {  // only now is the checkpoint complete
@@ -319,6 +398,7 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
         id.seed = seed;
         id.world = world.world;
         id.tp = layout.tp;
+        if (pp > 1) id.pp_layers = pipeline.layers;
         id.stage = zero.stage;
         id.precision = dtype_name(dtype);
         id.tokens_per_step = tokens_per_step;
@@ -347,10 +427,14 @@ std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero
           "or --overwrite 1 without -y 1 to start afresh",
           dir.c_str(), manifest.id.seed, seed, manifest.id.seed);
     CkptHeader h = read_state_file(dir, zero.layout.cfg, rs);
+    PipelinePlan old_pipeline;
+    old_pipeline.layers = manifest.id.pp_layers;
+    CHECK(manifest.id.pp() == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline", dir.c_str());
     size_t n = zero.optimizer_numel();
     std::vector<float> w(n), m(n), v(n);
     float* arrays[3] = {w.data(), m.data(), v.data()};
-    read_optim_files(dir, zero.layout, h.world, h.tp, zero.plan, zero.stage, zero.rank, zero.tp_rank, arrays);
+    read_optim_files(dir, zero.layout, h.world, h.tp, old_pipeline, zero.plan, zero.stage, zero.rank, zero.tp_rank,
+                     arrays);
     zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
     zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
     zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));

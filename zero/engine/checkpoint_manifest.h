@@ -9,6 +9,7 @@
 //     seed 1337
 //     world 4
 //     tp 2
+//     pipeline 2,1        (only with pipeline stages: layers per stage)
 //     stage 2
 //     precision fp32
 //     tokens_per_step 256
@@ -20,7 +21,8 @@
 //     end
 //
 // world is every rank of the grid (one optimizer file each), tp its
-// tensor-parallel degree t (world = t x d).
+// tensor-parallel degree t, pipeline its stages' layer counts (world = d x t x
+// the number of stages); stage is the ZeRO stage.
 //
 // Parsing never fails the process: a manifest is untrusted bytes (a torn or
 // foreign file), and a bad one only means "fall back to an older checkpoint".
@@ -52,8 +54,10 @@ struct CheckpointIdentity {
     GPT2Config shape;
     unsigned long long seed = 0;
     int world = 0, tp = 1, stage = 0;
+    std::vector<int> pp_layers;  // layers per pipeline stage; empty: one stage
     std::string precision;
     long long tokens_per_step = 0;
+    int pp() const { return pp_layers.empty() ? 1 : (int)pp_layers.size(); }
 };
 
 struct CheckpointManifest {
@@ -76,6 +80,11 @@ struct CheckpointManifest {
                  id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
                  id.seed, id.world, id.tp, id.stage, id.precision.c_str(), id.tokens_per_step);
         s += line;
+        if (id.pp_layers.size() > 1) {
+            std::string p = "pipeline ";
+            for (size_t i = 0; i < id.pp_layers.size(); i++) p += (i ? "," : "") + std::to_string(id.pp_layers[i]);
+            s += p + "\n";
+        }
         for (const ManifestFile& f : files) {
             snprintf(line, sizeof(line), "file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
             s += line;
@@ -196,6 +205,18 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
             slot = 6, ok = parse_int(w[1], 1, (long long)9e18, v), m.id.tokens_per_step = v;
         } else if (key == "tp" && w.size() == 2) {
             slot = 7, ok = parse_int(w[1], 1, 1 << 20, v), m.id.tp = (int)v;
+        } else if (key == "pipeline" && w.size() == 2 && m.id.pp_layers.empty()) {
+            size_t pos = 0;  // two or more layer counts, each >= 1
+            ok = true;
+            while (ok && pos <= w[1].size() && m.id.pp_layers.size() < 100000) {
+                size_t comma = w[1].find(',', pos);
+                ok = parse_int(w[1].substr(pos, comma == std::string::npos ? std::string::npos : comma - pos), 1,
+                               1 << 30, v);
+                m.id.pp_layers.push_back((int)v);
+                if (comma == std::string::npos) break;
+                pos = comma + 1;
+            }
+            ok = ok && m.id.pp_layers.size() > 1;
         } else if (key == "file" && w.size() == 4) {
             ManifestFile f;
             f.name = w[1];
@@ -213,5 +234,10 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
     for (int s = 0; s < 8; s++)
         if (!seen[s]) return why = "the manifest lacks the run's identity", false;
     if (m.id.world % m.id.tp != 0) return why = "the manifest's world is not a grid of its tp", false;
+    if (m.id.world % (m.id.tp * m.id.pp()) != 0) return why = "the manifest's world is not a grid of its pipeline", false;
+    long long layers = 0;
+    for (int c : m.id.pp_layers) layers += c;
+    if (m.id.pp() > 1 && layers != m.id.shape.num_layers)
+        return why = "the manifest's pipeline stages do not hold its model's layers", false;
     return true;
 }

@@ -14,6 +14,12 @@
 // with their reduce-scatter landing slice, and with optimizer offload at
 // stages 2-3 under gradient accumulation either two host landing slices or
 // (offload_grad_accum_device) a device gradient shard, s Psi / N.
+//
+// With pipeline parallelism the prediction is one stage's (pp_stage): Psi is
+// its units' (the last stage's include its copy of the tied embeddings), the
+// activations are its layers' and ends', times the micro-batches it holds at
+// once (1F1B: min(P - s, m); GPipe: m), and the tied embeddings' gradient is
+// held as zero/engine/zero_engine.h says.
 #pragma once
 
 #include <algorithm>
@@ -63,6 +69,24 @@ struct MemoryQuery {
     // outputs kept whole, as in the ZeRO paper's configurations without Pa (zero/reproduce/ studies only)
     bool partition_activations = true;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
+    StageRange pp_stage;         // the pipeline stage predicted for (the whole model without a pipeline)
+    std::vector<int> pp_layers;  // every stage's layers (empty: no pipeline)
+    bool gpipe = false;          // the schedule: GPipe (all forwards, then all backwards), else 1F1B
+
+    int pp() const { return std::max(1, (int)pp_layers.size()); }
+    // the same run, predicted for stage s
+    MemoryQuery at_stage(int s) const {
+        MemoryQuery q = *this;
+        if (pp() > 1) q.pp_stage = PipelinePlan{pp_layers}.range(s);
+        return q;
+    }
+
+    // micro-batches whose activations the stage holds at once (1F1B: min(P - s, m); GPipe: m)
+    int in_flight() const {
+        return gpipe && pp_stage.stages > 1 ? micro_steps : std::min(pp_stage.stages - pp_stage.stage, micro_steps);
+    }
+    // backwards the stage runs before its last forward: gradients of the step are held then
+    int early_backwards() const { return micro_steps - in_flight(); }
 };
 
 struct MemoryPrediction {
@@ -74,7 +98,7 @@ struct MemoryPrediction {
 };
 
 inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align) {
-    ParamLayout layout(q.cfg, q.tp);  // t-local units, sharded across the data-parallel ranks
+    ParamLayout layout(q.cfg, q.tp, q.pp_stage);  // a stage's t-local units, sharded across the data-parallel ranks
     ShardPlan plan(layout.unit_specs(), q.world, shard_align);
     const double N = q.world, s = (double)q.dtype_bytes;
     const double psi = (double)plan.full_numel;  // padded
@@ -97,6 +121,9 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double params_resident = q.stage < 3 ? psi * s : off_par ? 0 : psi / N * s;
     double param_extra = q.stage < 3 ? 0 : unit_slots + (off_par ? 3 * slice * s : 0);  // gathered units, uploads
     double grads_full = q.stage < 2 ? psi * s : 0;
+    // the LM head's wte gradient apart over the micro-steps, on a rank holding both ends (zero_engine.h)
+    const bool both_ends = q.pp_stage.first && q.pp_stage.last;
+    double head_grads = both_ends && q.micro_steps > 1 ? (double)layout.numel(WTE) * s : 0;
     double grad_shard = q.stage < 2 || (off_opt && !device_accum) ? 0 : psi / N * s;
     double grad_slots = q.stage < 2 ? 0 : unit_slots;
     double optimizer = off_opt ? 0 : q.stage == 0 ? ZERO_K * psi : ZERO_K * psi / N;
@@ -113,7 +140,8 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // and the layernorms' inputs and outputs are whole on every rank, unless
     // sequence parallelism cuts the residual stream (R = BT/t rows: the
     // embeddings, residual2, the layer outputs, the layernorms' statistics).
-    double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = q.cfg.num_layers;
+    double BT = (double)q.micro_batch * q.seq_len, C = q.cfg.channels, L = layout.stage.num_layers;
+    const double ends = q.pp_stage.last ? 1 : 0;  // the final layernorm, LM head and loss: the last stage's
     double t = q.tp, Cl = C / t, NHl = q.cfg.num_heads / t, Vl = q.cfg.padded_vocab_size / t;
     double R = q.sp ? BT / t : BT;
     double cm = q.recompute >= 2 ? 1 : L, cg = q.recompute >= 1 ? 1 : L;
@@ -125,7 +153,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double outputs = cycling ? 2 : L;  // each layer's output, or a pair cycling on the device
     // every buffer of an activation block starts 256-byte aligned
     auto part = [](double bytes) { return std::ceil(bytes / 256) * 256; };
-    double acts = part(R * C * s)                                          // encoded
+    double acts = part(R * C * s)                                          // encoded (the stage's input)
                   + part(cm * BT * C * s) + part(cm * 2 * R * 4)           // ln1, its statistics
                   + part(cm * BT * 3 * Cl * s) + part(cm * BT * Cl * s)    // qkv, atty
                   + part(cm * NHl * BT * 4)                                // attention lse
@@ -133,12 +161,14 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
                   + part(cm * BT * C * s) + part(cm * 2 * R * 4)           // ln2, its statistics
                   + part(cm * BT * 4 * Cl * s) + part(cg * BT * 4 * Cl * s)  // fch, fch_gelu
                   + part(outputs * R * C * s)                              // layer outputs
-                  + part(BT * C * s) + part(2 * R * 4)                     // lnf, its statistics
-                  + part(BT * Vl * s)                                      // logits
-                  + part(BT * 4) + part(BT * 4) + part(2 * BT * 4)         // losses, their sum, tokens
-                  + (q.tp > 1 ? part((t + 3) * BT * 4) : 0)                // the vocabulary-parallel loss's rows
+                  + part(ends * BT * C * s) + part(ends * 2 * R * 4)       // lnf, its statistics
+                  + part(ends * BT * Vl * s)                               // logits
+                  + part(ends * BT * 4) + part(ends * BT * 4)              // losses, their sum
+                  + (q.pp_stage.first || q.pp_stage.last ? part(2 * BT * 4) : 0)  // tokens
+                  + (q.tp > 1 ? part(ends * (t + 3) * BT * 4) : 0)         // the vocabulary-parallel loss's rows
                   + (pa && !q.offload_activations ? part(L * kept * C * s) : 0);  // Pa's kept rows
     double host_acts = q.offload_activations ? part(L * kept * C * s) : 0;
+    acts *= q.in_flight(), host_acts *= q.in_flight();  // one copy per micro-batch in flight
     double scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
                      + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
                      + (q.sp ? part(2 * C * s) : 0)                  // a layernorm's gradients from a rank's rows
@@ -147,7 +177,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
 
     auto set = [&](MemCounts& m, Arena a, MemKind k, double bytes) { m.at(a, k) = (size_t)bytes; };
     set(p.reserved, D, MemKind::Params, params_resident + param_extra);
-    set(p.reserved, D, MemKind::Grads, grads_full + grad_slots + grad_shard);
+    set(p.reserved, D, MemKind::Grads, grads_full + grad_slots + grad_shard + head_grads);
     set(p.reserved, D, MemKind::Optimizer, optimizer);
     set(p.reserved, D, MemKind::Activations, acts);
     set(p.reserved, D, MemKind::Scratch, scratch);
@@ -158,13 +188,17 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.reserved, H, MemKind::Activations, host_acts);
     set(p.reserved, H, MemKind::Comm, host_comm);
 
-    // --- live at the three reporting points (of the last micro-step)
-    bool accumulating = q.micro_steps > 1;  // gradients of earlier micro-steps are held
+    // --- live at the three reporting points (of the last micro-step; a pipeline
+    // stage's: after its last forward, after its last backward)
+    bool accumulating = q.early_backwards() > 0;  // gradients of earlier micro-steps are held
     double grads_held = q.stage < 2 ? grads_full : grad_shard;
+    // the last of several stages keeps the LM head's gradient in its unit-0
+    // slot over the step (stages 2-3), until the step sends it to the first
+    double head_slot = q.pp_stage.last && !q.pp_stage.first && q.stage >= 2 ? (double)P0 * s : 0;
     // stage 3 holds the embeddings unit for the LM head's backward, and has
     // prefetched the first unit backward visits (the final layernorm) into a
-    // layer slot
-    double held_units = q.stage == 3 ? (double)(P0 + Pmax) * s : 0;
+    // layer slot; a pipeline stage's forward ends with nothing held
+    double held_units = q.stage == 3 && q.pp_stage.stages == 1 ? (double)(P0 + Pmax) * s : 0;
     for (MemCounts* m : {&p.after_forward, &p.after_backward, &p.after_step}) {
         set(*m, D, MemKind::Params, params_resident);
         set(*m, D, MemKind::Optimizer, optimizer);
@@ -174,12 +208,12 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.after_forward, D, MemKind::Params, params_resident + held_units);
     set(p.after_forward, D, MemKind::Activations, acts);
     set(p.after_forward, H, MemKind::Activations, host_acts);
-    set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held : 0);
+    set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held + head_grads + head_slot : 0);
     // host gradient slices fill up micro-step by micro-step at stages 2-3 (unless
     // they accumulate on the device); stage 1 reduces (and copies down) only at the last
     set(p.after_forward, H, MemKind::Grads, accumulating && q.stage >= 2 && !device_accum ? host_grads : 0);
     // stage 1 with offload keeps the full gradients on the device and a copy of its slices on the host
-    set(p.after_backward, D, MemKind::Grads, grads_held);
+    set(p.after_backward, D, MemKind::Grads, grads_held + head_slot);
     set(p.after_backward, H, MemKind::Grads, host_grads);
     return p;
 }
@@ -196,6 +230,12 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
     if (q.tp > 1)
         fprintf(out, "  tensor parallel: t = %d%s; the rank(s) above are a tensor rank's data group\n", q.tp,
                 q.sp ? ", sequence parallel" : "");
+    if (q.pp_stage.stages > 1)
+        fprintf(out, "  pipeline stage %d of %d: layers %d..%d%s%s, %d micro-batch(es) of %d in flight (%s)\n",
+                q.pp_stage.stage, q.pp_stage.stages, q.pp_stage.first_layer,
+                q.pp_stage.first_layer + q.pp_stage.num_layers - 1, q.pp_stage.first ? ", the embeddings" : "",
+                q.pp_stage.last ? ", the final layernorm and the LM head (a copy of wte)" : "", q.in_flight(),
+                q.micro_steps, q.gpipe ? "gpipe" : "1f1b");
     fprintf(out, "  parameters %zu (%zu with padding%s)\n", p.psi, p.psi_padded,
             q.tp > 1 ? " in a tensor rank's part" : "");
     for (int a = 0; a < NUM_ARENAS; a++) {

@@ -45,6 +45,31 @@
 // whole model matters: the initial values (cut from the full model's), and
 // the global gradient norm, which sums the split tensors over the tensor group
 // and counts the replicated ones once.
+//
+// Pipeline parallelism: the layout is one stage's units (zero/layout/
+// pipeline_plan.h), `comm` the stage's data group, `pipe` the rank's pipeline
+// group (one rank per stage). The engine then meets the other stages three
+// times. The norm: each stage adds its slices' sums of squares to the running
+// sum of the stages before it, so the sum runs over the units in the whole
+// model's order, as on one stage. Stochastic rounding draws from an element's
+// position in the whole model's buffer. And the tied embeddings, wte being
+// both the first stage's encoder table and the last stage's LM head:
+//
+//   the head's gradient (H) and the encoder's (E) accumulate apart over a
+//   step's micro-steps and meet once per step, E + H, before (stages 0-1) or
+//   at (2-3) the data-parallel reduction of unit 0:
+//     stages 0-1: the first and last stage all-reduce unit 0's gradient (E + H
+//       on both), then each reduces it over its data group as usual;
+//     stages 2-3, which reduce unit 0 every micro-step: the last stage keeps H
+//       in its unit-0 gradient slot for the step and sends it to the first,
+//       which receives it into the slot of its last micro-step before the
+//       encoder adds that micro-step's E; the first stage's reduced slices
+//       then go back to the last stage.
+//   Either way both copies take the same AdamW step on the same bits. A rank
+//   holding both ends (no pipeline) does the same with a head-gradient buffer
+//   of its own when it accumulates micro-steps, so that --pp 1 sums in the
+//   order --pp P does; with one micro-step the head writes unit 0's buffer
+//   and the encoder adds to it: H + E.
 #pragma once
 
 #include <algorithm>
@@ -100,9 +125,11 @@ template <typename T>
 class ZeroEngine {
   public:
     // comm: the ranks ZeRO shards across (the data group); tensor: the rank's
-    // tensor group when layout_.tp > 1, else null.
+    // tensor group when layout_.tp > 1, else null; pipe and tied: its pipeline
+    // group and its first-and-last-stage pair when layout_ is a stage of
+    // several, else null.
     ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_,
-               const ZeroConfig& cfg, Comm* tensor_ = nullptr)
+               const ZeroConfig& cfg, Comm* tensor_ = nullptr, Comm* pipe_ = nullptr, Comm* tied_ = nullptr)
         : layout(layout_),
           plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN),
           comm(comm_),
@@ -117,9 +144,18 @@ class ZeroEngine {
           offload_param(cfg.offload_param),
           device_accum(cfg.offload_optimizer && cfg.stage >= 2 && cfg.micro_steps > 1 && cfg.grad_accum_on_device),
           tensor(tensor_),
-          tp_rank(tensor_ ? tensor_->rank : 0) {
+          tp_rank(tensor_ ? tensor_->rank : 0),
+          pipe(pipe_),
+          tied(tied_) {
         CHECK((layout.tp > 1) == (tensor != nullptr) && (!tensor || tensor->world == layout.tp),
               "internal: a tensor-parallel layout needs its tensor group, and only it");
+        CHECK(layout.pipelined() == (pipe != nullptr) && (!pipe || pipe->world == layout.stage.stages) &&
+                  (!tied || (layout.has_embed() && tied->world == 2)),
+              "internal: a pipeline stage's layout needs its pipeline group, and only it");
+        // stochastic rounding keys: an element's offset in the whole model's buffer
+        ShardPlan whole(ParamLayout(layout.cfg, layout.tp).unit_specs(), comm_.world, SHARD_ALIGN);
+        for (int u = 0; u < plan.num_units(); u++)
+            key_shift.push_back(whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]);
         std::string err = plan.validate();
         CHECK(err.empty(), "%s", err.c_str());
         CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
@@ -169,6 +205,8 @@ class ZeroEngine {
     const bool device_accum;
     Comm* const tensor;  // the tensor group, or null
     const int tp_rank;
+    Comm* const pipe;  // the pipeline group (rank = stage), or null
+    Comm* const tied;  // the first and last stage of this rank's pipeline group (stages 0-1's tied all-reduce), or null
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
     OffloadTimes offload_times;  // optimizer offload: the last step's host phases
@@ -196,7 +234,7 @@ class ZeroEngine {
     // tensor parallelism i is the element's index in the full tensor: the full
     // unit is drawn and this rank's part cut from it.
     void init_parameters(uint64_t init_seed) {
-        ParamLayout whole(layout.cfg, 1);
+        ParamLayout whole = layout.whole_tensors();
         std::vector<float> full_unit;
         load_parameters([&](int u, float* dst) {
             if (layout.tp > 1) full_unit.assign(whole.unit_spec(u).numel, 0.0f);
@@ -217,13 +255,25 @@ class ZeroEngine {
     // The hooks of a forward(+backward) pass. The model visits units in a fixed
     // order; stage 3 uses it to prefetch the next unit's gather.
 
-    void begin_pass(bool training) {
+    // Forward visits [embeddings] the layers [final layernorm, unit 0 again for
+    // the tied LM head]; backward [the head] [final layernorm] the layers in
+    // reverse (the encoder needs no parameters). Without a pipeline a training
+    // pass is both, and unit 0 stays held from the head's forward to its
+    // backward; a pipeline stage runs other micro-batches in between, so its
+    // head acquires unit 0 again for the backward.
+    void begin_pass(bool forward, bool backward) {
         visits.clear();
-        int L = layout.num_layers();
-        for (int u = 0; u <= L + 1; u++) visits.push_back(u);  // embeddings, layers, final layernorm
-        visits.push_back(0);                                   // the tied LM head
-        if (training)
-            for (int u = L + 1; u >= 1; u--) visits.push_back(u);  // backward (the encoder needs no params)
+        const int lo = layout.has_embed() ? 1 : 0, hi = lo + layout.stage.num_layers - 1;  // the layer units
+        if (forward) {
+            if (layout.stage.first) visits.push_back(layout.embed_unit());
+            for (int u = lo; u <= hi; u++) visits.push_back(u);
+            if (layout.stage.last) visits.push_back(layout.final_unit()), visits.push_back(layout.embed_unit());
+        }
+        if (backward) {
+            if (layout.stage.last && layout.pipelined()) visits.push_back(layout.embed_unit());
+            if (layout.stage.last) visits.push_back(layout.final_unit());
+            for (int u = hi; u >= lo; u--) visits.push_back(u);
+        }
         cursor = 0;
         // the previous step's parameter all-gather must be complete
         stream_wait(ctx.stream, comm_done);
@@ -282,7 +332,21 @@ class ZeroEngine {
         slot->unit = u;
         slot->in_use = true;
         mem.set_live(slot->ptr, true);
+        if (u == layout.embed_unit() && layout.stage.first && micro_step == micro_steps - 1 && (pipe || head_grads))
+            take_head_grads(slot->ptr);
         return slot->ptr;
+    }
+
+    // The LM head's gradient of wte, (Vp/t, C), to accumulate into: a buffer of
+    // its own on a rank that holds the encoder too and accumulates micro-steps,
+    // else unit 0's gradient (on the last stage its copy's, kept over the step).
+    T* acquire_head_grads(int micro_step) {
+        if (!head_grads) return acquire_grads(layout.embed_unit(), micro_step) + layout.offset_in_unit(WTE);
+        if (micro_step == 0) {
+            device_zero(head_grads, layout.numel(WTE) * sizeof(T), ctx.stream);
+            mem.set_live(head_grads, true);
+        }
+        return head_grads;
     }
 
     // Backward has finished unit u for this micro-step: communicate what the
@@ -290,52 +354,15 @@ class ZeroEngine {
     void grads_done(int u, int micro_step) {
         bool last = micro_step == micro_steps - 1;
         if (stage < 2 && !last) return;
-        comm.unit = u;
+        if (u == layout.embed_unit() && stage < 2 && head_grads) {  // the step's H joins E before the reduction
+            accumulate(ctx, grads_full + plan.full_offset[u] + layout.offset_in_unit(WTE), head_grads,
+                       layout.numel(WTE), false);
+            mem.set_live(head_grads, false);
+        }
+        if (u == layout.embed_unit() && stage < 2 && tied) return;  // reduced in step(), after the tied all-reduce
         event_record(compute_done, ctx.stream);
         stream_wait(comm_stream, compute_done);
-        size_t slice = plan.slice_numel(u);
-        T* host_slice = offload_optimizer ? host_grads + plan.shard_offset[u] : nullptr;
-        if (stage == 0) {
-            comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
-        } else if (stage == 1) {
-            T* mine = grads_full + plan.full_offset[u] + rank * slice;
-            comm.reduce_scatter_sum(mine - rank * slice, mine, slice, dtype_of<T>::value, comm_stream);
-            if (offload_optimizer) to_host(host_slice, mine, slice, u);
-        } else {
-            UnitSlot<T>* slot = grad_slots->holding(u);
-            CHECK(slot, "internal: gradients of unit %d finished but not held", u);
-            comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
-            T* device_slice = grad_shard ? grad_shard + plan.shard_offset[u] : nullptr;
-            if (offload_optimizer && !device_accum) {
-                if (micro_step == 0) to_host(host_slice, comm_buffer, slice, u);
-                else accumulate_on_host(host_slice, slice, u);
-            } else {
-                KernelCtx c = ctx;
-                c.stream = comm_stream;
-                accumulate(c, device_slice, comm_buffer, slice, micro_step == 0);
-                if (device_accum && last) to_host(host_slice, device_slice, slice, u);
-            }
-            vacate(*slot, comm_stream);
-        }
-        // gradient bytes held from here to the step: the device shard from the
-        // first micro-step, the host slices from their first copy down
-        if (grad_shard && !device_grads_live) {
-            device_grads_live = true;
-            mem.set_live(grad_shard, true);
-        }
-        if (host_grads && !host_grads_live && (!device_accum || last)) {
-            host_grads_live = true;
-            mem.set_live(host_grads, true);
-        }
-        if (offload_optimizer && last) {
-            // the unit's final slice is on its way to host_grads (after the host
-            // add queued above, if any): its share of the norm is host work that
-            // can run during the rest of backward instead of in step()
-            event_record(unit_on_host[u], comm_stream);
-            host_norm_taken[u] = 1;
-            host_tasks.submit(unit_on_host[u], [this, u] { host_sumsq_of_unit(u); });
-        }
-        event_record(comm_done, comm_stream);
+        reduce_unit(u, micro_step);
     }
 
     // ---------------------------------------------------------------------
@@ -344,6 +371,7 @@ class ZeroEngine {
     StepResult step(float lr, const OptimizerConfig& oc, float loss_scale) {
         HostClock clock;
         offload_times = OffloadTimes{};
+        if (tied) exchange_tied_grads();
         stream_wait(ctx.stream, comm_done);  // all gradient collectives are complete
         if (offload_optimizer) {             // and every slice has arrived on the host
             stream_sync(comm_stream);
@@ -370,9 +398,17 @@ class ZeroEngine {
             }
             copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         }
+        // in the order of the whole model's units: a pipeline stage continues the
+        // sum of the stages before it (a scalar reduction per stage, the others
+        // adding zeros), so that every stage ends with one rank's sum of its slices
         double local = 0.0;
-        for (size_t i = 0; i < partials.size(); i++)
-            if (!counted_elsewhere(norm_pieces[i])) local += partials[i];
+        const int stages = pipe ? pipe->world : 1, my_stage = pipe ? pipe->rank : 0;
+        for (int st = 0; st < stages; st++) {
+            if (st == my_stage)
+                for (size_t i = 0; i < partials.size(); i++)
+                    if (!counted_elsewhere(norm_pieces[i])) local += partials[i];
+            if (pipe) local = pipe->sum_scalar(st == my_stage ? local : 0.0);
+        }
         double total = comm.sum_scalar(local);  // non-finite if any rank saw inf/NaN
         if (tensor) total = tensor->sum_scalar(total);  // the tensor group's parts
         bool overflow = !std::isfinite(total);
@@ -445,8 +481,9 @@ class ZeroEngine {
             host.resize(p.numel);
             rounded.resize(p.numel);
             copy_to_host(host.data(), master + p.shard_offset, p.numel * sizeof(float));
+            const size_t k = key(p);
 #pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, p.full_offset + i);
+            for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, k + i);
             copy_to_device(own_params(p), rounded.data(), p.numel * sizeof(T));
         }
         if (stage == 1 || stage == 2)
@@ -474,6 +511,7 @@ class ZeroEngine {
     std::vector<ShardPiece> norm_pieces;  // this rank's slices (for the global norm)
     std::vector<int> visits;
     size_t cursor = 0;
+    std::vector<size_t> key_shift;  // (units): whole model's full offset minus this plan's
     bool grads_live = false, device_grads_live = false, host_grads_live = false;
 
     T* params_full = nullptr;    // stages 0-2: (full_numel)
@@ -481,6 +519,7 @@ class ZeroEngine {
     T* grads_full = nullptr;     // stages 0-1: (full_numel)
     T* grad_shard = nullptr;     // stages 2-3 without offload or with device_accum: (shard_numel)
     T* comm_buffer = nullptr;    // stages 2-3: one slice, the reduce-scatter's landing place
+    T* head_grads = nullptr;     // (Vp/t, C): the LM head's wte gradient, apart over the micro-steps (see the header)
     float* master = nullptr;     // fp32 master, Adam m and v: (optimizer_numel), host with offload
     float* adam_m = nullptr;
     float* adam_v = nullptr;
@@ -514,6 +553,8 @@ class ZeroEngine {
             if (offload_param)
                 param_staging = mem.allocate_array<T>(3 * slice, MemKind::Params, D, "params_upload", false);
         }
+        if (layout.stage.first && layout.stage.last && micro_steps > 1)
+            head_grads = mem.allocate_array<T>(layout.numel(WTE), MemKind::Grads, D, "grads_lm_head", false);
         if (stage < 2) {
             grads_full = mem.allocate_array<T>(full, MemKind::Grads, D, "grads", false);
         } else {
@@ -540,10 +581,111 @@ class ZeroEngine {
         }
     }
 
+    // Unit u's reduction of this micro-step, on the comm stream (grads_done starts
+    // it): the stage's collective over the data group, and the slice's way into
+    // the gradient shard or down to the host.
+    void reduce_unit(int u, int micro_step) {
+        bool last = micro_step == micro_steps - 1;
+        comm.unit = u;
+        size_t slice = plan.slice_numel(u);
+        T* host_slice = offload_optimizer ? host_grads + plan.shard_offset[u] : nullptr;
+        if (stage == 0) {
+            comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
+        } else if (stage == 1) {
+            T* mine = grads_full + plan.full_offset[u] + rank * slice;
+            comm.reduce_scatter_sum(mine - rank * slice, mine, slice, dtype_of<T>::value, comm_stream);
+            if (offload_optimizer) to_host(host_slice, mine, slice, u);
+        } else {
+            UnitSlot<T>* slot = grad_slots->holding(u);
+            CHECK(slot, "internal: gradients of unit %d finished but not held", u);
+            comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
+            T* device_slice = grad_shard ? grad_shard + plan.shard_offset[u] : nullptr;
+            if (offload_optimizer && !device_accum) {
+                if (micro_step == 0) to_host(host_slice, comm_buffer, slice, u);
+                else accumulate_on_host(host_slice, slice, u);
+            } else {
+                KernelCtx c = ctx;
+                c.stream = comm_stream;
+                accumulate(c, device_slice, comm_buffer, slice, micro_step == 0);
+                if (device_accum && last) to_host(host_slice, device_slice, slice, u);
+            }
+            vacate(*slot, comm_stream);
+        }
+        // gradient bytes held from here to the step: the device shard from the
+        // first micro-step, the host slices from their first copy down
+        if (grad_shard && !device_grads_live) {
+            device_grads_live = true;
+            mem.set_live(grad_shard, true);
+        }
+        if (host_grads && !host_grads_live && (!device_accum || last)) {
+            host_grads_live = true;
+            mem.set_live(host_grads, true);
+        }
+        if (offload_optimizer && last) {
+            // the unit's final slice is on its way to host_grads (after the host
+            // add queued above, if any): its share of the norm is host work that
+            // can run during the rest of backward instead of in step()
+            event_record(unit_on_host[u], comm_stream);
+            host_norm_taken[u] = 1;
+            host_tasks.submit(unit_on_host[u], [this, u] { host_sumsq_of_unit(u); });
+        }
+        event_record(comm_done, comm_stream);
+    }
+
     // A replicated tensor's gradient is the same on every rank of a tensor group:
-    // the norm counts it on the group's rank 0 only.
+    // the norm counts it on the group's rank 0 only; the tied embeddings' on the
+    // first pipeline stage only.
     bool counted_elsewhere(const ShardPiece& p) const {
-        return tensor && tp_rank != 0 && layout.tp_replicated(p.tensor_id);
+        return (tensor && tp_rank != 0 && layout.tp_replicated(p.tensor_id)) ||
+               (layout.head_copy() && p.unit == layout.embed_unit());
+    }
+
+    // Stages 2-3, the encoder's last micro-step: the head's gradient of the step
+    // into unit 0's fresh slot, which the encoder then adds its own to (H + E):
+    // from the last stage (exchange_tied_grads sends it), or this rank's buffer.
+    void take_head_grads(T* unit0) {
+        T* dwte = unit0 + layout.offset_in_unit(WTE);
+        const size_t n = layout.numel(WTE);
+        if (pipe) return pipe->recv(dwte, n * sizeof(T), pipe->world - 1, ctx.stream);
+        device_copy(dwte, head_grads, n * sizeof(T), ctx.stream);
+        mem.set_live(head_grads, false);
+    }
+
+    // Pipelined, on the first and the last stage, at the step: the tied
+    // embeddings' gradient summed between the two (see the header).
+    void exchange_tied_grads() {
+        const int u = layout.embed_unit(), first = 0, last = pipe->world - 1;
+        pipe->unit = u;
+        if (tied) tied->unit = u;
+        event_record(compute_done, ctx.stream);
+        stream_wait(comm_stream, compute_done);
+        if (stage < 2) {  // E + H on both, then each reduces unit 0 as it does every unit
+            tied->all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
+            return reduce_unit(u, micro_steps - 1);
+        }
+        if (layout.stage.last) {  // H to the first stage, which waits for it in its last micro-step
+            UnitSlot<T>* slot = grad_slots->holding(u);
+            CHECK(slot, "internal: the LM head's gradient is not held");
+            pipe->send(slot->ptr + layout.offset_in_unit(WTE), layout.numel(WTE) * sizeof(T), first, comm_stream);
+            vacate(*slot, comm_stream);
+        }
+        // the first stage's reduced slice of unit 0 goes to the last; where the
+        // slices add up on the host, through the device's landing slice
+        const size_t bytes = plan.slice_numel(u) * sizeof(T);
+        T* slice = grad_shard ? grad_shard + plan.shard_offset[u] : comm_buffer;
+        T* host_slice = host_grads ? host_grads + plan.shard_offset[u] : nullptr;
+        if (layout.stage.first) {
+            if (!grad_shard) {
+                stream_sync(comm_stream);
+                host_tasks.drain();
+                to_device(slice, host_slice, plan.slice_numel(u), u);
+            }
+            pipe->send(slice, bytes, last, comm_stream);
+        } else {
+            pipe->recv(slice, bytes, first, comm_stream);
+            if (host_slice) to_host(host_slice, slice, plan.slice_numel(u), u);
+        }
+        event_record(comm_done, comm_stream);
     }
 
     // Optimizer offload: the sums of squares of unit u's pieces over their final
@@ -554,6 +696,9 @@ class ZeroEngine {
             host_norm_partials[i] = counted_elsewhere(p) ? 0.0f : (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
         }
     }
+
+    // A piece's stochastic-rounding key: its offset in the whole model's buffer.
+    size_t key(const ShardPiece& p) const { return p.full_offset + key_shift[p.unit]; }
 
     // Where this rank's compute-dtype copy of piece p lives.
     T* own_params(const ShardPiece& p) const {
@@ -626,8 +771,8 @@ class ZeroEngine {
         for (const ShardPiece& p : pieces) {
             s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
             float *w = master + p.shard_offset, *m = adam_m + p.shard_offset, *v = adam_v + p.shard_offset;
-            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, p.full_offset);
-            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, p.full_offset);
+            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, key(p));
+            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, key(p));
         }
         // Whatever the comm stream does next reads what AdamW just wrote: stages 1-2
         // gather the updated slices now, stage 3 gathers params_shard at the next
@@ -650,7 +795,7 @@ class ZeroEngine {
                 s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
                 size_t o = p.shard_offset;
                 cpu_adam->step(master + o, adam_m + o, adam_v + o, host_grads + o, host_params + o, p.numel, s,
-                               p.full_offset);
+                               key(p));
             }
             if (offload_param) continue;  // the host slices are the parameters
             size_t slice = plan.slice_numel(u);
@@ -670,11 +815,11 @@ class ZeroEngine {
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
         uint64_t rs = rounding_seed(0);
-        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
+        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice, k = F + key_shift[u] + begin;
         std::vector<T> rounded(n);
         // element by element, keyed by position: the same bits on any number of threads
 #pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) rounded[i] = round_param<T>(values[begin + i], rs, F + begin + i);
+        for (size_t i = 0; i < n; i++) rounded[i] = round_param<T>(values[begin + i], rs, k + i);
         T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
         copy_to_device(dst, rounded.data(), n * sizeof(T));
     }

@@ -31,12 +31,21 @@
 // with offload_outputs: Pa+cpu); the device holds two whole outputs cycling,
 // as with offload, and the model all-gathers a layer's input from the group's
 // rows before recomputing it.
+//
+// A pipeline stage (StageRange) holds its own layers' buffers; `encoded` is
+// its input (the embeddings on the first stage, the previous stage's output
+// elsewhere), and the final layernorm, logits and losses are the last
+// stage's only. It runs the forwards of several micro-batches before their
+// backwards, so the saved buffers come in `slots` copies, one per micro-batch
+// in flight; select_slot(k) points them at copy k. The backward scratch is
+// one, and so is loss_sums (slot 0's), the sum over a step's micro-batches.
 #pragma once
 
 #include <functional>
 #include <vector>
 
 #include "zero/layout/gpt2_config.h"
+#include "zero/layout/pipeline_plan.h"
 #include "zero/base/backend.h"
 #include "zero/base/memory.h"
 
@@ -57,7 +66,7 @@ struct LayerActs {
     T* residual3;                // (B, T, C)  the layer's output
 };
 
-// How many copies of each per-layer buffer exist: L, or 1 when recomputed.
+// How many copies of each per-layer buffer exist: L (the stage's layers), or 1 when recomputed.
 struct ActivationPlan {
     int copies_main;   // ln1.. fch: L, or 1 with recompute 2
     int copies_gelu;   // fch_gelu: L, or 1 with recompute >= 1
@@ -71,38 +80,44 @@ class Activations {
   public:
     // Sized for micro-batch B and sequence length T_ (the maxima: passes may use fewer).
     Activations(const GPT2Config& cfg_, int B, int T_, int recompute_, bool offload_outputs_, MemoryAccountant& mem_,
-                int tp_ = 1, bool sp_ = false, int tp_rank_ = 0)
+                int tp_ = 1, bool sp_ = false, int tp_rank_ = 0, StageRange stage_ = StageRange{}, int slots_ = 1)
         : cfg(cfg_), maxBT((size_t)B * T_), recompute(recompute_), offload_outputs(offload_outputs_), tp(tp_),
           sp(sp_), partitioned(tp_ > 1 && !sp_ && recompute_ == 2), tp_rank(tp_rank_), Cl(cfg_.channels / tp_),
-          NHl(cfg_.num_heads / tp_), mem(mem_) {
+          NHl(cfg_.num_heads / tp_), first(stage_.first), last(stage_.last),
+          L(stage_.num_layers < 0 ? cfg_.num_layers : stage_.num_layers), slots(slots_), mem(mem_) {
         CHECK(!sp || maxBT % tp == 0, "internal: sequence parallelism needs B*T divisible by the tensor group");
         CHECK(!partitioned || maxBT % tp == 0, "internal: partitioned checkpoints need B*T divisible by the group");
         CHECK(!offload_outputs || recompute == 2, "activation offload needs -r 2 (only layer outputs are kept)");
-        plan = ActivationPlan::of(cfg.num_layers, recompute);
-        size_t BT = maxBT, C = cfg.channels, L = cfg.num_layers, Vp = cfg.padded_vocab_size;
+        plan = ActivationPlan::of(L, recompute);
+        size_t BT = maxBT, C = cfg.channels, Vp = cfg.padded_vocab_size;
         size_t Cl_ = Cl, NH = NHl, Vl = Vp / tp;  // t-local widths
         size_t R = rows(BT);                        // rows of the residual stream held here
         size_t cm = plan.copies_main, cg = plan.copies_gelu, co = cycling() ? 2 : L;
         size_t kept = saved_rows(BT);  // rows of each saved layer output kept
-        // saved activations, in one allocation
-        std::vector<Part> saved = {
+        size_t ends = last ? 1 : 0;  // the final layernorm, the LM head and the loss: the last stage's
+        // saved activations, in one allocation per slot
+        saved_parts = {
             part(encoded, R * C),           part(ln1, cm * BT * C),
             part(ln1_stats, cm * 2 * R),    part(qkv, cm * BT * 3 * Cl_),
             part(atty, cm * BT * Cl_),      part(att_lse, cm * NH * BT),
             part(residual2, cm * R * C),    part(ln2, cm * BT * C),
             part(ln2_stats, cm * 2 * R),    part(fch, cm * BT * 4 * Cl_),
             part(fch_gelu, cg * BT * 4 * Cl_), part(residual3, co * R * C),
-            part(lnf, BT * C),              part(lnf_stats, 2 * R),
-            part(logits, BT * Vl),          part(losses, BT),
-            part(loss_sums, BT),
-            part(tokens, 2 * BT),
-            part(vocab_stats, tp > 1 ? (tp + 3) * BT : 0),
+            part(lnf, ends * BT * C),       part(lnf_stats, ends * 2 * R),
+            part(logits, ends * BT * Vl),   part(losses, ends * BT),
+            part(loss_sums, ends * BT),
+            part(tokens, first || last ? 2 * BT : 0),
+            part(vocab_stats, tp > 1 ? ends * (tp + 3) * BT : 0),
             part(residual3_parts, partitioned && !offload_outputs ? L * kept * C : 0),
         };
-        saved_block = carve(saved, MemKind::Activations, Arena::Device, "activations");
-        if (offload_outputs)
-            host_block = carve({part(residual3_host, L * kept * C)}, MemKind::Activations, Arena::Host,
-                               "layer_outputs_host");
+        host_parts = {part(residual3_host, offload_outputs ? L * kept * C : 0)};
+        for (int k = 0; k < slots; k++) {
+            saved_blocks.push_back(carve(saved_parts, MemKind::Activations, Arena::Device, "activations"));
+            if (offload_outputs)
+                host_blocks.push_back(carve(host_parts, MemKind::Activations, Arena::Host, "layer_outputs_host"));
+        }
+        select_slot(0);
+        sums = loss_sums;  // slot 0's, whichever slot is selected
         // scratch: a branch output in forward; the residual stream's and one layer's gradients in backward
         std::vector<Part> scratch = {
             part(branch, BT * C),
@@ -111,6 +126,7 @@ class Activations {
             part(ln_grads, sp ? 2 * C : 0),
         };
         scratch_block = carve(scratch, MemKind::Scratch, Arena::Device, "backward_scratch");
+        for (Part& p : scratch) p.bind(scratch_block);
     }
 
     const GPT2Config cfg;
@@ -122,6 +138,9 @@ class Activations {
     const bool partitioned;  // Pa: each saved layer output kept as this rank's BT/tp rows only
     const int tp_rank;
     const int Cl, NHl;   // this rank's channels of the split layers (C/tp) and heads (NH/tp)
+    const bool first, last;  // the pipeline stage holds the embeddings / the final layernorm and LM head
+    const int L;             // the layers of the stage
+    const int slots;         // micro-batches whose activations it can hold at once
     ActivationPlan plan;
 
     // saved by forward (per layer: L copies, or fewer with recomputation; see layer())
@@ -143,7 +162,8 @@ class Activations {
     float* lnf_stats;    // (2, B, T): mean then rstd
     T* logits;           // (B, T, Vp): logits, then dlogits in place
     float* losses;       // (B, T)
-    float* loss_sums;    // (B, T): the losses of a step's micro-steps, summed
+    float* loss_sums;    // (B, T): the losses of a step's micro-steps, summed (use sums: slot 0's)
+    float* sums = nullptr;  // (B, T): loss_sums of slot 0, where every micro-batch's losses add up
     int* tokens;         // (2, B, T): inputs then targets, on the device
     float* vocab_stats = nullptr;  // (tp + 3, B, T): the vocabulary-parallel loss's row statistics (tp > 1)
     // scratch: never needed from one pass to the next
@@ -205,27 +225,40 @@ class Activations {
             device_copy(layer_output(l - 1, BT) + at, kept_output(l - 1, BT), saved_rows(BT) * C * sizeof(T), s);
     }
 
-    // live from the start of forward until backward has consumed them
+    // Points the saved buffers at slot k's copy.
+    void select_slot(int k) {
+        CHECK(k >= 0 && k < slots, "internal: activation slot %d of %d", k, slots);
+        slot = k;
+        for (Part& p : saved_parts) p.bind(saved_blocks[k]);
+        if (!host_blocks.empty())
+            for (Part& p : host_parts) p.bind(host_blocks[k]);
+    }
+    int selected_slot() const { return slot; }
+
+    // live from the start of forward until backward has consumed them (the selected slot's)
     void set_saved_live(bool live) {
-        mem.set_live(saved_block, live);
-        if (host_block) mem.set_live(host_block, live);
+        mem.set_live(saved_blocks[slot], live);
+        if (!host_blocks.empty()) mem.set_live(host_blocks[slot], live);
     }
     void set_scratch_live(bool live) { mem.set_live(scratch_block, live); }
 
   private:
-    // One buffer of a carved block: its size, and how to point its member at it.
+    // One buffer of a carved block: its size, where in the block it starts, and
+    // how to point its member at it.
     struct Part {
-        size_t bytes;
-        std::function<void(char*)> bind;
+        size_t bytes, offset = 0;
+        std::function<void(char*)> set;
+        void bind(void* block) const { set(bytes ? (char*)block + offset : nullptr); }
     };
     template <typename U>
     static Part part(U*& member, size_t count) {
-        return {count * sizeof(U), [&member](char* at) { member = reinterpret_cast<U*>(at); }};
+        return {count * sizeof(U), 0, [&member](char* at) { member = reinterpret_cast<U*>(at); }};
     }
     MemoryAccountant& mem;
-    void* saved_block = nullptr;
+    std::vector<Part> saved_parts, host_parts;
+    std::vector<void*> saved_blocks, host_blocks;  // one per slot
+    int slot = 0;
     void* scratch_block = nullptr;
-    void* host_block = nullptr;
 
     T* layer_output(int l, size_t BT) const {
         return residual3 + (size_t)(cycling() ? l % 2 : l) * rows(BT) * cfg.channels;
@@ -234,16 +267,13 @@ class Activations {
         return (offload_outputs ? residual3_host : residual3_parts) + (size_t)l * saved_rows(BT) * cfg.channels;
     }
 
-    // One allocation, each part starting 256-byte aligned.
-    void* carve(const std::vector<Part>& parts, MemKind kind, Arena arena, const char* name) {
+    // One allocation, each part starting 256-byte aligned (the parts learn their offsets).
+    void* carve(std::vector<Part>& parts, MemKind kind, Arena arena, const char* name) {
         size_t total = 0;
-        for (const Part& p : parts) total += round_up(p.bytes, 256);
-        char* base = (char*)mem.allocate(total, kind, arena, name, false);
-        size_t off = 0;
-        for (const Part& p : parts) {
-            p.bind(base + off);
-            off += round_up(p.bytes, 256);
+        for (Part& p : parts) {
+            p.offset = total;
+            total += round_up(p.bytes, 256);
         }
-        return base;
+        return mem.allocate(total, kind, arena, name, false);
     }
 };

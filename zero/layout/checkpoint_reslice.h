@@ -11,7 +11,9 @@
 // layout; replicated tensors are read from p = 0, all copies being equal), and
 // that offset falls in old data rank k's slice of the old t-local unit (the
 // old shard plan). Sequence parallelism changes no parameter or optimizer
-// value, so it is no part of a checkpoint's grid.
+// value, so it is no part of a checkpoint's grid. Pipeline stages only number
+// the units locally: a unit of the whole model is read from the stage of the
+// old grid that held it (the embeddings from the first stage).
 #pragma once
 
 #include <algorithm>
@@ -34,11 +36,13 @@ struct ResliceRun {
 // The runs that fill elements [lo, hi) of unit u of tensor-parallel rank
 // `new_tp` under `new_layout` (its t'), from the files of a checkpoint of the
 // old grid: `old_layout` (the old t) and `old_plan` (the old data plan of that
-// t-local layout, old d ranks). Elements in no tensor (alignment gaps, unit
-// padding) are in no run: they stay zero. Runs come in order of `at`, adjacent
-// ones merged.
-inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const ShardPlan& old_plan,
-                                            const ParamLayout& new_layout, int new_tp, int u, size_t lo, size_t hi) {
+// t-local layout, old d ranks), where the same unit is unit old_u, in files
+// file0 + k*t + p (file0: the first file of its pipeline stage). Elements in no
+// tensor (alignment gaps, unit padding) are in no run: they stay zero. Runs
+// come in order of `at`, adjacent ones merged.
+inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const ShardPlan& old_plan, int old_u,
+                                            int file0, const ParamLayout& new_layout, int new_tp, int u, size_t lo,
+                                            size_t hi) {
     std::vector<ResliceRun> runs;
     auto emit = [&](size_t at, int file, size_t offset, size_t n) {
         if (!runs.empty()) {
@@ -51,7 +55,7 @@ inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const
         runs.push_back({at, file, offset, n});
     };
     const int old_t = old_layout.tp;
-    const size_t slice = old_plan.slice_numel(u);
+    const size_t slice = old_plan.slice_numel(old_u);
     for (const TensorSpec& ts : new_layout.unit_spec(u).tensors) {
         const TpTensorShape new_shape = new_layout.tp_shape(ts.id), old_shape = old_layout.tp_shape(ts.id);
         const size_t old_base = old_layout.offset_in_unit(ts.id);
@@ -64,10 +68,16 @@ inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const
                 size_t q = old_base + where.local;  // in the old t-local unit
                 size_t k = q / slice;               // the old data rank whose slice holds it
                 size_t m = std::min({b - at, where.run, (k + 1) * slice - q});
-                emit(at, (int)k * old_t + where.tp, old_plan.shard_offset[u] + (q - k * slice), m);
+                emit(at, file0 + (int)k * old_t + where.tp, old_plan.shard_offset[old_u] + (q - k * slice), m);
                 at += m;
             }
         });
     }
     return runs;
+}
+
+// Without pipeline stages: the unit is the same in both layouts, the files start at 0.
+inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const ShardPlan& old_plan,
+                                            const ParamLayout& new_layout, int new_tp, int u, size_t lo, size_t hi) {
+    return reslice_runs(old_layout, old_plan, u, 0, new_layout, new_tp, u, lo, hi);
 }

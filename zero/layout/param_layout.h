@@ -13,6 +13,15 @@
 // by output rows, the projections by input columns, wte by vocabulary rows;
 // tp_shape() says which), while the file order and num_parameters() stay those
 // of the full model. zero/layout/tp_plan.h maps local elements to full ones.
+//
+// With pipeline parallelism a layout describes one stage (StageRange,
+// zero/layout/pipeline_plan.h): its units are numbered locally, in the whole
+// model's order, [embeddings] [its layers] [final layernorm]: the first stage
+// starts with the embeddings unit, the last ends with the final layernorm and
+// starts with its copy of the embeddings unit (the tied LM head's wte; its wpe
+// rides along, unused). global_unit() says which unit of the whole model a
+// local unit is. Tensors keep their global layer numbers, so model files,
+// Hugging Face names and initial values are those of the whole model.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +30,7 @@
 #include <vector>
 
 #include "zero/layout/gpt2_config.h"
+#include "zero/layout/pipeline_plan.h"
 #include "zero/layout/shard_plan.h"
 #include "zero/layout/tp_plan.h"
 
@@ -56,14 +66,33 @@ constexpr size_t TENSOR_ALIGN = 16;
 struct ParamLayout {
     GPT2Config cfg;
     int tp = 1;  // tensor-parallel degree: the units hold one tensor-parallel rank's part
+    StageRange stage;  // the pipeline stage whose units these are (the whole model by default)
 
-    explicit ParamLayout(const GPT2Config& c, int tensor_parallel = 1) : cfg(c), tp(tensor_parallel) {}
+    explicit ParamLayout(const GPT2Config& c, int tensor_parallel = 1, StageRange s = StageRange{})
+        : cfg(c), tp(tensor_parallel), stage(s) {
+        if (stage.num_layers < 0) stage.first_layer = 0, stage.num_layers = cfg.num_layers;
+    }
+    // the same stage with whole tensors (t = 1): the full tensors' values of its units
+    ParamLayout whole_tensors() const { return ParamLayout(cfg, 1, stage); }
 
-    int num_layers() const { return cfg.num_layers; }
-    int num_units() const { return cfg.num_layers + 2; }
-    int embed_unit() const { return 0; }
-    int layer_unit(int l) const { return 1 + l; }
-    int final_unit() const { return cfg.num_layers + 1; }
+    int num_layers() const { return cfg.num_layers; }  // the model's
+    bool pipelined() const { return stage.stages > 1; }
+    bool has_embed() const { return stage.first || stage.last; }
+    bool head_copy() const { return stage.last && !stage.first; }  // unit 0 is the LM head's copy of wte
+    int num_units() const { return (has_embed() ? 1 : 0) + stage.num_layers + (stage.last ? 1 : 0); }
+    int embed_unit() const { return has_embed() ? 0 : -1; }
+    int layer_unit(int l) const { return (has_embed() ? 1 : 0) + l - stage.first_layer; }  // l: a layer of this stage
+    int final_unit() const { return stage.last ? num_units() - 1 : -1; }
+    // the unit of the whole model (0, 1 + layer, L + 1) that local unit u is, and back (-1: not on this stage)
+    int global_unit(int u) const {
+        return u == embed_unit() ? 0 : u == final_unit() ? cfg.num_layers + 1 : 1 + stage.first_layer + u - layer_unit(stage.first_layer);
+    }
+    int local_unit(int g) const {
+        if (g == 0) return embed_unit();
+        if (g == cfg.num_layers + 1) return final_unit();
+        int l = g - 1;
+        return l >= stage.first_layer && l < stage.first_layer + stage.num_layers ? layer_unit(l) : -1;
+    }
 
     // How tensor t is cut across a tensor group (Megatron's scheme for GPT-2):
     // QKV by heads (q, k and v each cut by rows), fc by rows, the two projections
@@ -121,7 +150,7 @@ struct ParamLayout {
 
     UnitSpec unit_spec(int u) const {
         int kind = unit_kind(u);
-        int layer = kind == 1 ? u - 1 : 0;
+        int layer = kind == 1 ? global_unit(u) - 1 : 0;
         UnitSpec spec;
         spec.name = kind == 0 ? "embeddings" : kind == 2 ? "final_layernorm" : "layer" + std::to_string(layer);
         int last = last_tensor_of_unit_kind(kind);

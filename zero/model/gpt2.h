@@ -26,6 +26,13 @@
 // layernorm's output; in backward, of the residual gradient before a
 // row-parallel layer and the encoder): the same bytes. The layernorms'
 // weight gradients then come from a rank's rows only and are all-reduced.
+//
+// A pipeline stage (layout.stage, zero/layout/pipeline_plan.h) runs the same
+// call lists over its own units: the first stage from the embeddings, the
+// last to the loss, each from acts.encoded (its input: the previous stage's
+// output) to its last layer's output. Its forwards and backwards are separate
+// passes, of the micro-batch whose activation slot is selected; the pipeline
+// schedule (zero/pipeline/) moves the boundary tensors between the stages.
 #pragma once
 
 #include <cstring>
@@ -49,6 +56,7 @@ struct GPT2 {
     const int tp, tp_rank;  // its size and this rank's place in it
     const bool sp;          // sequence parallelism
     Activations<T> acts;
+    const bool first, last, pipelined;  // the pipeline stage: embeddings here, the LM head here, several stages
     // the current pass
     int B = 0, T_ = 0;
     const int* inputs_host = nullptr;  // the encoder backward buckets tokens on the host
@@ -66,8 +74,9 @@ struct GPT2 {
     TokenSlot token_slots[2];
     int next_token_slot = 0;
 
+    // activation_slots: micro-batches whose activations a pipeline stage holds at once
     GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem,
-         bool sequence_parallel = false)
+         bool sequence_parallel = false, int activation_slots = 1)
         : cfg(z.layout.cfg),
           layout(z.layout),
           zero(z),
@@ -76,7 +85,11 @@ struct GPT2 {
           tp(z.layout.tp),
           tp_rank(z.tp_rank),
           sp(sequence_parallel),
-          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel, z.tp_rank) {
+          acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel, z.tp_rank,
+               z.layout.stage, activation_slots),
+          first(z.layout.stage.first),
+          last(z.layout.stage.last),
+          pipelined(z.layout.pipelined()) {
         CHECK(!sp || tensor, "internal: sequence parallelism needs a tensor group");
         for (TokenSlot& t : token_slots) {
             t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
@@ -124,6 +137,17 @@ struct GPT2 {
     // Rows of the residual stream this rank holds, and the first of them.
     size_t R() const { return acts.rows(BT()); }
     size_t row0() const { return sp ? (size_t)tp_rank * R() : 0; }
+    // Pipeline boundaries, boundary_elems() = R x C each (this rank's rows under
+    // sp): the stage's input (where the previous stage's output lands), its
+    // output, the gradient of its input (sent back) and of its output (received,
+    // into the backward scratch that backward() moves it from).
+    void set_shape(int batch, int seq_len) { B = batch, T_ = seq_len; }
+    size_t boundary_elems() const { return R() * cfg.channels; }
+    T* stage_input() const { return acts.encoded; }
+    T* stage_output() const { return acts.layer(acts.L - 1, BT()).residual3; }
+    T* input_grad() const { return acts.dresidual + row0() * cfg.channels; }
+    T* output_grad() const { return acts.dbtc + row0() * cfg.channels; }
+
     // (BT, C) `full`: every rank's rows, from each rank's rows at their place.
     void sp_all_gather(T* full) {
         size_t n = R() * cfg.channels;
@@ -215,17 +239,38 @@ struct GPT2 {
 
     // Forward over a (B, T) batch of tokens on the host. With targets, the
     // per-token losses are computed (acts.losses); with dloss != 0 (training)
-    // the loss gradient replaces the logits and unit 0 stays held for backward.
+    // the loss gradient replaces the logits and (without a pipeline) unit 0
+    // stays held for backward.
     // Nothing is read back: the host does not wait for the device here.
     void forward(const int* inputs, const int* targets, int batch, int seq_len, float dloss) {
         B = batch, T_ = seq_len, inputs_host = inputs;
         bool training = dloss != 0.0f;
-        int C = cfg.channels, L = cfg.num_layers;
+        int L = acts.L, l0 = layout.stage.first_layer;
         CHECK(BT() <= acts.maxBT && T_ <= cfg.max_seq_len, "internal: batch larger than the activations");
-        upload_tokens(inputs, targets);
+        if (first || last) upload_tokens(inputs, targets);
         acts.set_saved_live(true);
-        zero.begin_pass(training);
+        zero.begin_pass(true, training && !pipelined);
+        if (first) embed_forward();
+        for (int l = 0; l < L; l++) {
+            int u = layout.layer_unit(l0 + l);
+            at_unit(u);
+            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
+            if (training) {
+                note_output_transfer("to_host", u);
+                acts.save_layer_output(l, BT(), ctx.stream);
+            }
+            zero.release_params(u);
+        }
+        if (last) head_forward(targets, dloss);
+        if (!training) {
+            zero.end_pass();
+            acts.set_saved_live(false);
+        }
+    }
 
+    // The first stage's start: token and position embeddings into acts.encoded.
+    void embed_forward() {
+        int C = cfg.channels;
         at_unit(layout.embed_unit());
         EmbedTensors<const T> emb = embed_tensors(layout, zero.acquire_params(layout.embed_unit()));
         if (sp) {  // each rank its looked-up rows, summed over the group into each rank's rows
@@ -239,18 +284,13 @@ struct GPT2 {
         else
             encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
         zero.release_params(layout.embed_unit());
+    }
 
-        for (int l = 0; l < L; l++) {
-            int u = layout.layer_unit(l);
-            at_unit(u);
-            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
-            if (training) {
-                note_output_transfer("to_host", u);
-                acts.save_layer_output(l, BT(), ctx.stream);
-            }
-            zero.release_params(u);
-        }
-
+    // The last stage's end: final layernorm, LM head, loss (and its gradient in
+    // place of the logits when training). Without a pipeline, unit 0 stays held
+    // for the head's backward.
+    void head_forward(const int* targets, float dloss) {
+        int C = cfg.channels, L = acts.L;
         float* lnf_mean = acts.lnf_stats;
         at_unit(layout.final_unit());
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
@@ -271,58 +311,39 @@ struct GPT2 {
         else if (targets)
             fused_classifier(ctx, acts.logits, (float*)acts.losses, acts.targets(), BT(), cfg.vocab_size,
                              cfg.padded_vocab_size, dloss);
-        if (!training) {
-            zero.release_params(layout.embed_unit());
-            zero.end_pass();
-            acts.set_saved_live(false);
-        }
+        if (dloss == 0.0f || pipelined) zero.release_params(layout.embed_unit());
     }
 
-    // The per-token losses of the last forward, added into acts.loss_sums (the
+    // The per-token losses of the last forward, added into acts.sums (the
     // running sum of a step's micro-steps), on the device.
-    void add_losses(bool first) {
-        accumulate(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first);
+    void add_losses(bool first_micro_step) {
+        accumulate(ctx, acts.sums, (const float*)acts.losses, BT(), first_micro_step);
     }
-    // The sum of acts.loss_sums (or of the last forward's losses), read back.
+    // The sum of acts.sums (or of the last forward's losses), read back.
     double read_loss_sum(bool accumulated) {
         std::vector<float> losses(BT());
-        zero.copy_to_host(losses.data(), accumulated ? acts.loss_sums : acts.losses, BT() * sizeof(float));
+        zero.copy_to_host(losses.data(), accumulated ? acts.sums : acts.losses, BT() * sizeof(float));
         double sum = 0.0;
         for (float x : losses) sum += x;
         return sum;
     }
 
-    // Backward of the last training forward. Gradients accumulate into the
+    // Backward of the selected slot's training forward (`inputs`: its tokens on
+    // the host, when not the last forward's). Gradients accumulate into the
     // buffers the engine hands out; grads_done() starts each unit's collective.
-    void backward(int micro_step) {
-        int C = cfg.channels, L = cfg.num_layers;
+    // A stage other than the last starts from the gradient of its output in
+    // output_grad().
+    void backward(int micro_step, const int* inputs = nullptr) {
+        int C = cfg.channels, L = acts.L, l0 = layout.stage.first_layer;
+        if (inputs) inputs_host = inputs;
         acts.set_scratch_live(true);
         T* dres = acts.dresidual;
-        T* dbtc = acts.dbtc;
-
-        // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
-        at_unit(layout.embed_unit());
-        EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
-        EmbedTensors<const T> head = embed_tensors(layout, head_params);
-        matmul_backward(ctx, dbtc, gemb.wte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C, vocab_local(),
-                        (const T*)nullptr);
-        tp_reduce(dbtc);  // d(lnf): every rank's vocabulary columns contribute
-        zero.release_params(layout.embed_unit());
-
-        // final layernorm
-        int uf = layout.final_unit();
-        at_unit(uf);
-        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
-        FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
-        float* lnf_mean = acts.lnf_stats;
-        device_zero(dres, BT() * C * sizeof(T), ctx.stream);
-        layernorm_backward_rows(dres + row0() * C, gfin.lnfw, gfin.lnfb, dbtc + row0() * C,
-                                acts.layer(L - 1, BT()).residual3, fin.lnfw, lnf_mean, lnf_mean + R());
-        zero.release_params(uf);
-        zero.grads_done(uf, micro_step);
+        if (pipelined) zero.begin_pass(false, true);
+        if (last) head_backward(micro_step);
+        else device_copy(dres + row0() * C, output_grad(), boundary_elems() * sizeof(T), ctx.stream);
 
         for (int l = L - 1; l >= 0; l--) {
-            int u = layout.layer_unit(l);
+            int u = layout.layer_unit(l0 + l);
             at_unit(u);
             LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
@@ -342,16 +363,48 @@ struct GPT2 {
         }
 
         // embeddings: needs no parameters, only the tokens
-        at_unit(layout.embed_unit());
-        tp_gather(dres);  // every row: a rank's vocabulary rows may be any position's token
-        if (tensor)
-            encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,
-                                   layout.vocab_begin(tp_rank), vocab_local());
-        else
-            encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
-        zero.grads_done(layout.embed_unit(), micro_step);
+        if (first) {
+            at_unit(layout.embed_unit());
+            EmbedTensors<T> gemb = embed_tensors(layout, zero.acquire_grads(layout.embed_unit(), micro_step));
+            tp_gather(dres);  // every row: a rank's vocabulary rows may be any position's token
+            if (tensor)
+                encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,
+                                       layout.vocab_begin(tp_rank), vocab_local());
+            else
+                encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
+            zero.grads_done(layout.embed_unit(), micro_step);
+        }
         acts.set_saved_live(false);
         acts.set_scratch_live(false);
+    }
+
+    // The last stage's start of backward: the LM head (its wte gradient where the
+    // engine keeps the head's) and the final layernorm, into acts.dresidual.
+    void head_backward(int micro_step) {
+        int C = cfg.channels, L = acts.L;
+        T* dres = acts.dresidual;
+        T* dbtc = acts.dbtc;
+        // LM head: logits = lnf @ wte^T; dlogits are in place of the logits
+        at_unit(layout.embed_unit());
+        if (pipelined) head_params = zero.acquire_params(layout.embed_unit());
+        T* dwte = zero.acquire_head_grads(micro_step);
+        EmbedTensors<const T> head = embed_tensors(layout, head_params);
+        matmul_backward(ctx, dbtc, dwte, (T*)nullptr, acts.logits, acts.lnf, head.wte, BT(), C, vocab_local(),
+                        (const T*)nullptr);
+        tp_reduce(dbtc);  // d(lnf): every rank's vocabulary columns contribute
+        zero.release_params(layout.embed_unit());
+
+        // final layernorm
+        int uf = layout.final_unit();
+        at_unit(uf);
+        FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(uf));
+        FinalTensors<T> gfin = final_tensors(layout, zero.acquire_grads(uf, micro_step));
+        float* lnf_mean = acts.lnf_stats;
+        device_zero(dres, BT() * C * sizeof(T), ctx.stream);
+        layernorm_backward_rows(dres + row0() * C, gfin.lnfw, gfin.lnfb, dbtc + row0() * C,
+                                acts.layer(L - 1, BT()).residual3, fin.lnfw, lnf_mean, lnf_mean + R());
+        zero.release_params(uf);
+        zero.grads_done(uf, micro_step);
     }
 
     // padded-vocabulary columns of the logits this rank computes

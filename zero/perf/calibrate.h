@@ -192,14 +192,16 @@ std::function<void()> prepare(const StepOp& op, Buffers<T>& b, const KernelCtx& 
         T *g = b.template d<T>(n), *p = b.template d<T>(n);
         return [=] { adamw(ctx, w, m, v, (const T*)g, p, n, st, 0); };
     }
-    if (kind == "zero" || kind == "copy" || kind == "upload_tokens" || kind == "to_host" || kind == "to_device") {
+    if (kind == "zero" || kind == "copy" || kind == "recv" || kind == "upload_tokens" || kind == "to_host" ||
+        kind == "to_device") {
         size_t bytes = (size_t)d[0] * (kind == "upload_tokens" ? sizeof(int) : 1);
         char* dev = b.template d<char>(bytes);
-        char* other = kind == "copy" ? b.template d<char>(bytes) : b.template h<char>(bytes);
+        bool on_device = kind == "copy" || kind == "recv";  // a receive copies from its peer's buffer
+        char* other = on_device ? b.template d<char>(bytes) : b.template h<char>(bytes);
         Stream s = ctx.stream;
         if (kind == "zero") return [=] { device_zero(dev, bytes, s); };
         if (kind == "to_host") return [=] { device_copy(other, dev, bytes, s); };
-        return [=] { device_copy(dev, other, bytes, s); };  // copy, upload_tokens, to_device
+        return [=] { device_copy(dev, other, bytes, s); };  // copy, recv, upload_tokens, to_device
     }
     if (kind == "cpu_adamw") {
         size_t n = (size_t)d[0];
@@ -322,30 +324,29 @@ void calibrate_profile(const std::string& path, const MemoryQuery& q, int world,
     HostClock clock;
     int ranks = std::min(world, most), threads = std::max(1, cores / world);
     std::string ctx = "r" + std::to_string(ranks);
-    StepSchedule s = step_schedule(q, 1);
     std::vector<StepOp> todo;
-    std::vector<std::pair<std::string, uint64_t>> calls[2];  // data, tensor
-    for (const StepOp& op : s.ops) {
-        if (op.kind == "host_wait") continue;
-        if (op.collective()) {
-            auto& c = calls[op.group == "tensor"];
-            std::pair<std::string, uint64_t> call{op.kind, op.bytes};
-            if (std::find(c.begin(), c.end(), call) == c.end()) c.push_back(call);
-            continue;
+    std::map<int, std::vector<std::pair<std::string, uint64_t>>> calls;  // group size -> (op, bytes)
+    for (int stage = 0; stage < q.pp(); stage++)
+        for (const StepOp& op : step_schedule(q.at_stage(stage), 1).ops) {
+            if (op.kind == "host_wait" || op.kind == "send") continue;
+            if (op.collective()) {
+                auto& c = calls[group_size(op.group, q)];
+                std::pair<std::string, uint64_t> call{op.kind, op.bytes};
+                if (std::find(c.begin(), c.end(), call) == c.end()) c.push_back(call);
+                continue;
+            }
+            bool seen = p.kernels[ctx].count(op.key()) > 0;
+            for (const StepOp& t : todo) seen = seen || t.key() == op.key();
+            if (!seen) todo.push_back(op);
         }
-        bool seen = p.kernels[ctx].count(op.key()) > 0;
-        for (const StepOp& t : todo) seen = seen || t.key() == op.key();
-        if (!seen) todo.push_back(op);
-    }
     time_kernels<T>(todo, ranks, threads, p.kernels[ctx]);
     int timed = (int)todo.size();
-    for (int g = 0; g < 2; g++) {
-        int size = g ? q.tp : q.world;
-        std::string cctx = "N" + std::to_string(world) + "g" + std::to_string(size);
+    for (const auto& g : calls) {
+        std::string cctx = "N" + std::to_string(world) + "g" + std::to_string(g.first);
         std::vector<std::pair<std::string, uint64_t>> fresh;
-        for (const auto& c : calls[g])
+        for (const auto& c : g.second)
             if (!p.collectives[cctx].count(c.first + " " + std::to_string(c.second))) fresh.push_back(c);
-        if (!fresh.empty()) time_collectives<T>(fresh, world, size, threads, p.collectives[cctx]);
+        if (!fresh.empty()) time_collectives<T>(fresh, world, g.first, threads, p.collectives[cctx]);
         timed += (int)fresh.size();
     }
     // the peak and the copy bandwidth the efficiencies are taken against (one rank, every core)

@@ -69,6 +69,7 @@ inline double op_bytes(const std::string& kind, const std::vector<long>& d, doub
     if (b == "adamw" || b == "cpu_adamw") return n * (24.0 + 2 * s);
     if (b == "copy") return 2.0 * n;
     if (b == "upload_tokens") return 4.0 * n;
+    if (b == "recv") return 2.0 * n;  // a copy from the sender's buffer
     return n;  // zero, to_host, to_device: bytes
 }
 
@@ -88,6 +89,11 @@ inline std::vector<long> parse_dims(const std::string& key, std::string& kind) {
         if (*c == 'x') c++;
     }
     return d;
+}
+
+// The ranks of a collective's group: data (ZeRO's), tensor, pipe (one rank per stage), tied (first and last stage).
+inline int group_size(const std::string& group, const MemoryQuery& q) {
+    return group == "tensor" ? q.tp : group == "pipe" ? q.pp() : group == "tied" ? 2 : q.world;
 }
 
 // Where the ranks are: sharing one device of a measured profile (emulated), or
@@ -121,10 +127,16 @@ class OpTimer {
     const Placement pl;
     std::vector<std::unique_ptr<Profile>> refs;  // spec profiles: the efficiency_from chain, a measured one last
     int interpolated = 0;          // ops whose exact shape was not measured
+    double oversubscription() const { return oversubscribed; }  // emulated ranks beyond the cores: N / R
 
     double seconds(const StepOp& op) {
-        if (op.kind == "host_wait") return 0;
+        if (op.kind == "host_wait" || op.kind == "send") return 0;  // a send's cost is its receive's
         if (op.collective()) return collective_seconds(op);
+        if (op.kind == "recv" && !pl.emulated) {  // stages are dp x tp ranks apart: another node, or the same
+            bool across = (long)q.world * q.tp >= prof.devices_per_node;
+            double bw = across ? prof.network_gbs / prof.devices_per_node : prof.link_gbs;
+            return (across ? prof.network_latency_us : prof.link_latency_us) * 1e-6 + op.bytes / (bw * 1e9);
+        }
         if (pl.emulated) return measured(prof, "r" + std::to_string(ctx_ranks), op.key(), op.kind, op.dims) *
                                 oversubscribed;
         if (op.transfer()) return prof.pcie_latency_us * 1e-6 + op.bytes / (prof.pcie_gbs * 1e9);
@@ -223,7 +235,7 @@ class OpTimer {
 
     double collective_seconds(const StepOp& op) {
         bool tensor = op.group == "tensor";
-        int g = tensor ? q.tp : q.world;
+        int g = group_size(op.group, q);
         if (pl.emulated) {
             std::string ctx = "N" + std::to_string(pl.world) + "g" + std::to_string(g);
             auto c = prof.collectives.find(ctx);
@@ -241,7 +253,10 @@ class OpTimer {
                                });
         }
         int m = 1, n = 1;
-        group_span(tensor, q.tp, q.world, prof.devices_per_node, m, n);
+        if (op.group == "pipe" || op.group == "tied")  // one rank per stage, dp x tp apart
+            group_span(false, q.world * q.tp, g, prof.devices_per_node, m, n);
+        else
+            group_span(tensor, q.tp, q.world, prof.devices_per_node, m, n);
         Tier intra{prof.link_gbs * 1e9, prof.link_latency_us * 1e-6};
         Tier inter{prof.network_gbs * 1e9 / prof.devices_per_node, prof.network_latency_us * 1e-6};
         return cluster_collective_seconds(op.kind, (double)op.bytes, m, n, intra, inter);

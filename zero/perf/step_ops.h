@@ -25,6 +25,7 @@
 #include "zero/engine/memory_predictor.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
+#include "zero/pipeline/schedule.h"
 
 enum class Lane : int { Compute, Comm, Host, Worker };
 
@@ -37,6 +38,7 @@ struct StepOp {
     uint64_t bytes = 0;      // collectives, transfers: as the trace counts them
     std::vector<long> dims;  // a kernel's shape (its cost key); n elements for elementwise and host work
     int unit = -1;
+    int peer = -1;           // a send's or a receive's other stage
     int step = 0;            // which of the simulated steps
     std::vector<int> after;  // earlier ops it waits for, beyond those before it on its lane
 
@@ -44,6 +46,7 @@ struct StepOp {
         return kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather" || kind == "scalar";
     }
     bool transfer() const { return kind == "to_host" || kind == "to_device"; }
+    bool p2p() const { return kind == "send" || kind == "recv"; }
     // what the cost table knows it by: "matmul_fwd_f32 256x768x2304x1"
     std::string key() const { return op_key(kind, dims); }
     static std::string op_key(const std::string& kind, const std::vector<long>& dims) {
@@ -62,43 +65,60 @@ struct StepSchedule {
 namespace perf_detail {
 
 // The walk: the model's passes between the engine's hooks, with the engine's
-// state (stage 3's parameter slots, stages 2-3's gradient slots, its events).
+// state (stage 3's parameter slots, stages 2-3's gradient slots, its events);
+// with a pipeline, one stage's: its slots of the schedule, the boundary
+// tensors to and from its neighbours, the tied embeddings' exchange.
 class Walker {
   public:
     explicit Walker(const MemoryQuery& q_)
-        : q(q_), layout(q_.cfg, q_.tp), plan(layout.unit_specs(), q_.world, SHARD_ALIGN),
-          L(q_.cfg.num_layers), s((long)q_.dtype_bytes), BT((long)q_.micro_batch * q_.seq_len), C(q_.cfg.channels),
+        : q(q_), layout(q_.cfg, q_.tp, q_.pp_stage), plan(layout.unit_specs(), q_.world, SHARD_ALIGN),
+          s((long)q_.dtype_bytes), BT((long)q_.micro_batch * q_.seq_len), C(q_.cfg.channels),
           Cl(q_.cfg.channels / q_.tp), NHl(q_.cfg.num_heads / q_.tp), Vl(q_.cfg.padded_vocab_size / q_.tp),
-          R(q_.sp ? BT / q_.tp : BT) {
+          R(q_.sp ? BT / q_.tp : BT), st(q_.pp_stage) {
         off_opt = q.offload_optimizer;
         device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
         pa = q.tp > 1 && !q.sp && q.recompute == 2 && q.partition_activations;
+        pipelined = layout.pipelined(), tied = pipelined && layout.has_embed();
+        head_grads = st.first && st.last && q.micro_steps > 1;
+        if (st.num_layers < 0) st.num_layers = q.cfg.num_layers;
     }
     std::vector<StepOp> ops;
 
     void step(int index) {
         cur_step = index;
-        for (int k = 0; k < q.micro_steps; k++) {
-            // the tokens go up through a pinned slot, once the copy two uploads ago has landed
-            add_host_wait(token_copies.size() >= 2 ? token_copies[token_copies.size() - 2] : -1);
-            token_copies.push_back(kernel("upload_tokens", {2 * BT}));
-            forward();
-            kernel("loss_sum", {BT});  // the step's loss sums, fp32
-            backward(k);
+        if (!pipelined) {
+            for (int k = 0; k < q.micro_steps; k++) {
+                forward();
+                kernel("loss_sum", {BT});  // the step's loss sums, fp32
+                backward(k);
+            }
+        } else {  // this stage's slots, each after the group that sends the last one's result and receives its input
+            StageSlots slots = pipeline_schedule(q.gpipe ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB,
+                                                 st.stages, q.micro_steps)[st.stage];
+            for (size_t k = 0; k <= slots.size(); k++) {
+                exchange(k ? &slots[k - 1] : nullptr, k < slots.size() ? &slots[k] : nullptr);
+                if (k == slots.size()) break;
+                if (slots[k].backward) {
+                    backward(slots[k].micro);
+                } else {
+                    forward();
+                    if (st.last) kernel("loss_sum", {BT});
+                }
+            }
         }
         optimizer_step();
-        int last = last_on(Lane::Compute);
-        add_host_wait(last);  // the loop's stream_sync, then the loss read back
-        collective("scalar", "data", 8, -1, Lane::Host);
+        add_host_wait(last_on(Lane::Compute));  // the loop's stream_sync, then the loss read back
+        if (st.last) collective("scalar", "data", 8, -1, Lane::Host);
+        if (pipelined) collective("scalar", "pipe", 8, -1, Lane::Host);
     }
 
   private:
     const MemoryQuery q;
     const ParamLayout layout;
     const ShardPlan plan;
-    const int L;
     const long s, BT, C, Cl, NHl, Vl, R;
-    bool off_opt = false, device_accum = false, pa = false;
+    StageRange st;
+    bool off_opt = false, device_accum = false, pa = false, pipelined = false, tied = false, head_grads = false;
     int cur_step = 0;
     std::vector<int> token_copies;
     int comm_done = -1;   // the engine's comm_done event: the comm lane's last op when recorded
@@ -145,6 +165,11 @@ class Walker {
         op.kind = kind, op.group = group, op.bytes = bytes, op.unit = unit, op.lane = lane, op.after = after;
         return add(op);
     }
+    int p2p(bool send, int peer, uint64_t bytes, int unit, Lane lane = Lane::Compute, std::vector<int> after = {}) {
+        int i = collective(send ? "send" : "recv", "pipe", bytes, unit, lane, after);
+        ops[i].peer = peer, ops[i].dims = {(long)bytes};
+        return i;
+    }
     int transfer(const std::string& kind, uint64_t bytes, int unit, Lane lane, std::vector<int> after = {}) {
         StepOp op;
         op.kind = kind, op.group = "host", op.bytes = bytes, op.unit = unit, op.lane = lane, op.after = after;
@@ -162,12 +187,30 @@ class Walker {
         return collective(kind, "tensor", bytes, unit, Lane::Compute);
     }
 
+    // ---- the pipeline stage (zero/pipeline/stage_runner.h): what the slot before produced goes to its
+    // neighbour, what the next one needs comes from one, as one group on the compute stream
+    void exchange(const PipeSlot* prev, const PipeSlot* next) {
+        uint64_t b = (uint64_t)R * C * s;
+        if (prev && !prev->backward && !st.last) p2p(true, st.stage + 1, b, -1);
+        if (prev && prev->backward && !st.first) p2p(true, st.stage - 1, b, -1);
+        if (next && !next->backward && !st.first) p2p(false, st.stage - 1, b, -1);
+        if (next && next->backward && !st.last) p2p(false, st.stage + 1, b, -1);
+    }
+
     // ---- the engine's hooks (zero_engine.h), stage 3's slots and stages 2-3's gradient slots
-    void begin_pass() {
+    void begin_pass(bool fwd, bool bwd) {
         visits.clear();
-        for (int u = 0; u <= L + 1; u++) visits.push_back(u);
-        visits.push_back(0);
-        for (int u = L + 1; u >= 1; u--) visits.push_back(u);
+        const int lo = layout.has_embed() ? 1 : 0, hi = lo + st.num_layers - 1;
+        if (fwd) {
+            if (st.first) visits.push_back(0);
+            for (int u = lo; u <= hi; u++) visits.push_back(u);
+            if (st.last) visits.push_back(layout.final_unit()), visits.push_back(0);
+        }
+        if (bwd) {
+            if (st.last && pipelined) visits.push_back(0);
+            if (st.last) visits.push_back(layout.final_unit());
+            for (int u = hi; u >= lo; u--) visits.push_back(u);
+        }
         cursor = 0;
         compute_waits(comm_done);
     }
@@ -217,11 +260,25 @@ class Walker {
         compute_waits(slot->free);
         k("zero", {(long)(plan.padded[u] * s)}, u);
         slot->unit = u, slot->in_use = true;
+        // the encoder's last micro-step: the head's wte gradient of the step joins it first
+        if (u == 0 && st.first && micro == q.micro_steps - 1 && (pipelined || head_grads)) {
+            if (pipelined) p2p(false, st.stages - 1, (uint64_t)Vl * C * s, -1);
+            else k("copy", {Vl * C * s}, 0);
+        }
+    }
+    void acquire_head_grads(int micro) {
+        if (!head_grads) return acquire_grads(0, micro);
+        if (micro == 0) k("zero", {Vl * C * s}, 0);
     }
     void grads_done(int u, int micro) {
         bool last = micro == q.micro_steps - 1;
         if (q.stage < 2 && !last) return;
-        std::vector<int> after = {last_on(Lane::Compute)};  // compute_done
+        if (u == 0 && q.stage < 2 && head_grads) k(typed("accumulate"), {Vl * C}, 0);  // the step's H joins E
+        if (u == 0 && q.stage < 2 && tied) return;  // reduced in the step, after the tied all-reduce
+        reduce_unit(u, micro, {last_on(Lane::Compute)});
+    }
+    void reduce_unit(int u, int micro, std::vector<int> after) {  // after: compute_done
+        bool last = micro == q.micro_steps - 1;
         size_t slice = plan.slice_numel(u);
         uint64_t unit_bytes = plan.padded[u] * s;
         if (q.stage == 0) {
@@ -265,6 +322,35 @@ class Walker {
         for (const ShardPiece& p : plan.pieces_of_rank(0))
             if (p.unit == u) n += p.numel;
         return n;
+    }
+    // the first and last stage's tied embeddings at the step (ZeroEngine::exchange_tied_grads)
+    void exchange_tied_grads() {
+        std::vector<int> after = {last_on(Lane::Compute)};
+        if (q.stage < 2) {
+            collective("all_reduce", "tied", plan.padded[0] * s, 0, Lane::Comm, after);
+            return reduce_unit(0, q.micro_steps - 1, {});
+        }
+        if (st.last) {
+            p2p(true, 0, (uint64_t)Vl * C * s, 0, Lane::Comm, after);
+            Slot* slot = holding(gslots, 0);
+            slot->free = last_on(Lane::Comm);
+            slot->unit = -1, slot->in_use = false;
+        }
+        uint64_t bytes = plan.slice_numel(0) * s;
+        bool shard = !off_opt || device_accum;
+        if (st.first) {
+            if (!shard) {  // the slice comes up from the host first
+                add_host_wait(last_on(Lane::Comm));
+                add_host_wait(last_on(Lane::Worker));
+                transfer("to_device", bytes, 0, Lane::Comm, after);
+                after.clear();
+            }
+            p2p(true, st.stages - 1, bytes, 0, Lane::Comm, after);
+        } else {
+            p2p(false, 0, bytes, 0, Lane::Comm, after);
+            if (off_opt) transfer("to_host", bytes, 0, Lane::Comm);
+        }
+        comm_done = last_on(Lane::Comm);
     }
 
     // ---- the model (gpt2.h): sequence parallelism's cuts, the tensor group's collectives
@@ -316,28 +402,36 @@ class Walker {
         layernorm_backward_rows(u);
     }
     long kept_rows() const { return pa ? BT / q.tp : R; }
+    int layer_unit(int l) const { return layout.layer_unit(st.first_layer + l); }
 
     void forward() {
-        begin_pass();
-        acquire_params(0);
-        if (q.sp) {
-            k(typed("encoder_fwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
-            tensor_collective("reduce_scatter", act_bytes(), 0);
-        } else if (q.tp > 1) {
-            k(typed("encoder_fwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
-            tensor_collective("all_reduce", act_bytes(), 0);
-        } else {
-            k(typed("encoder_fwd"), {q.micro_batch, q.seq_len, C, q.cfg.padded_vocab_size}, 0);
+        if (st.first || st.last) {  // the tokens go up through a pinned slot, once the copy two uploads ago has landed
+            add_host_wait(token_copies.size() >= 2 ? token_copies[token_copies.size() - 2] : -1);
+            token_copies.push_back(kernel("upload_tokens", {2 * BT}));
         }
-        release_params(0);
-        for (int l = 0; l < L; l++) {
-            int u = layout.layer_unit(l);
+        begin_pass(true, !pipelined);
+        if (st.first) {
+            acquire_params(0);
+            if (q.sp) {
+                k(typed("encoder_fwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
+                tensor_collective("reduce_scatter", act_bytes(), 0);
+            } else if (q.tp > 1) {
+                k(typed("encoder_fwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
+                tensor_collective("all_reduce", act_bytes(), 0);
+            } else {
+                k(typed("encoder_fwd"), {q.micro_batch, q.seq_len, C, q.cfg.padded_vocab_size}, 0);
+            }
+            release_params(0);
+        }
+        for (int l = 0; l < st.num_layers; l++) {
+            int u = layer_unit(l);
             acquire_params(u);
             layer_forward(u);
             if (q.offload_activations) transfer("to_host", kept_rows() * C * s, u, Lane::Compute);
             else if (pa) k("copy", {kept_rows() * C * s}, u);
             release_params(u);
         }
+        if (!st.last) return;
         int uf = layout.final_unit();
         acquire_params(uf);
         k(typed("layernorm_fwd"), {R, C}, uf);
@@ -354,22 +448,29 @@ class Walker {
         } else {
             k(typed("classifier"), {BT, q.cfg.padded_vocab_size}, 0);
         }
+        if (pipelined) release_params(0);
     }
 
     void backward(int micro) {
-        acquire_grads(0, micro);
-        k(typed("matmul_bwd"), {BT, C, Vl, 0}, 0);
-        tp_reduce(0);
-        release_params(0);
-        int uf = layout.final_unit();
-        acquire_params(uf);
-        acquire_grads(uf, micro);
-        k("zero", {BT * C * s}, uf);
-        layernorm_backward_rows(uf);
-        release_params(uf);
-        grads_done(uf, micro);
-        for (int l = L - 1; l >= 0; l--) {
-            int u = layout.layer_unit(l);
+        if (pipelined) begin_pass(false, true);
+        if (st.last) {
+            if (pipelined) acquire_params(0);
+            acquire_head_grads(micro);
+            k(typed("matmul_bwd"), {BT, C, Vl, 0}, 0);
+            tp_reduce(0);
+            release_params(0);
+            int uf = layout.final_unit();
+            acquire_params(uf);
+            acquire_grads(uf, micro);
+            k("zero", {BT * C * s}, uf);
+            layernorm_backward_rows(uf);
+            release_params(uf);
+            grads_done(uf, micro);
+        } else {
+            k("copy", {R * C * s}, -1);  // the received gradient of the stage's output
+        }
+        for (int l = st.num_layers - 1; l >= 0; l--) {
+            int u = layer_unit(l);
             acquire_params(u);
             acquire_grads(u, micro);
             if (q.recompute == 2) {
@@ -382,6 +483,8 @@ class Walker {
             release_params(u);
             grads_done(u, micro);
         }
+        if (!st.first) return;
+        acquire_grads(0, micro);
         tp_gather(0);
         if (q.tp > 1) k(typed("encoder_bwd_vocab"), {q.micro_batch, q.seq_len, C, Vl}, 0);
         else k(typed("encoder_bwd"), {q.micro_batch, q.seq_len, C, q.cfg.padded_vocab_size}, 0);
@@ -390,15 +493,18 @@ class Walker {
 
     // ---- ZeroEngine::step()
     void optimizer_step() {
+        if (tied) exchange_tied_grads();
         compute_waits(comm_done);
         std::vector<ShardPiece> norm_pieces = plan.pieces_of_rank(0);
         if (off_opt) {
             add_host_wait(last_on(Lane::Comm));    // stream_sync(comm)
             add_host_wait(last_on(Lane::Worker));  // the host adds and the norm's sums of squares
         } else {
-            for (const ShardPiece& p : norm_pieces) k(typed("sumsq"), {(long)p.numel}, p.unit);
+            for (const ShardPiece& p : norm_pieces)
+                if (!(layout.head_copy() && p.unit == 0)) k(typed("sumsq"), {(long)p.numel}, p.unit);
             add_host_wait(last_on(Lane::Compute));  // the partial sums read back
         }
+        for (int k2 = 0; pipelined && k2 < st.stages; k2++) collective("scalar", "pipe", 8, -1, Lane::Host);
         collective("scalar", "data", 8, -1, Lane::Host);
         if (q.tp > 1) collective("scalar", "tensor", 8, -1, Lane::Host);
         std::vector<ShardPiece> pieces = q.stage == 0 ? plan.pieces_full() : norm_pieces;

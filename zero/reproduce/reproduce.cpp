@@ -2,8 +2,8 @@
 // homework, in one command (`make reproduce`). Writes OUT/report.md, one PNG per
 // figure and one CSV per figure or table, and prints a line per trainer run.
 //
-//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [--parts paper,memory,homework,check,throughput]
-//                   [--profiles zero/perf/profiles]
+//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce]
+//                   [--parts paper,memory,homework,pipeline,check,throughput] [--profiles zero/perf/profiles]
 //                   [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
 //                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
 #include <cstdio>
@@ -17,17 +17,19 @@
 #include "zero/reproduce/homework.h"
 #include "zero/reproduce/measured.h"
 #include "zero/reproduce/paper_figures.h"
+#include "zero/reproduce/pipeline_figures.h"
 #include "zero/reproduce/report.h"
 #include "zero/reproduce/paper_throughput.h"
 #include "zero/reproduce/throughput_check.h"
 
 struct Args {
     std::string out = "out/reproduce";
-    std::string parts = "paper,memory,homework,check,throughput";
+    std::string parts = "paper,memory,homework,pipeline,check,throughput";
     std::string profiles = "zero/perf/profiles";
     std::string device = "CPU";
     MeasureSettings measure;
     HomeworkSettings homework;
+    PipelineSettings pipeline;
     CheckSettings check;
 };
 
@@ -44,8 +46,8 @@ static Args parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         std::string f = argv[i];
         if (f == "-h" || f == "--help") {
-            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework,check,throughput] [--device CPU|GPU]\n"
-                   "       [--profiles zero/perf/profiles]\n"
+            printf("usage: %s --trainer PATH [--out DIR] [--parts paper,memory,homework,pipeline,check,throughput]\n"
+                   "       [--device CPU|GPU] [--profiles zero/perf/profiles]\n"
                    "       [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]\n"
                    "       [--homework_dir dev/homework] [--homework_ranks 4] [--homework_steps 3] [--homework_t 64]\n"
                    "       [--trainer_flags FLAGS]\n",
@@ -54,7 +56,7 @@ static Args parse_args(int argc, char** argv) {
         }
         CHECK(i + 1 < argc, "%s needs a value (see --help)", f.c_str());
         std::string v = argv[++i];
-        if (f == "--trainer") a.measure.trainer = a.homework.trainer = a.check.trainer = v;
+        if (f == "--trainer") a.measure.trainer = a.homework.trainer = a.pipeline.trainer = a.check.trainer = v;
         else if (f == "--out") a.out = v;
         else if (f == "--parts") a.parts = v;
         else if (f == "--profiles") a.profiles = v;
@@ -85,13 +87,13 @@ static Args parse_args(int argc, char** argv) {
     while (start < a.parts.size()) {
         size_t comma = a.parts.find(',', start);
         std::string p = a.parts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        CHECK(p == "paper" || p == "memory" || p == "homework" || p == "check" || p == "throughput",
-              "--parts: unknown part '%s' (paper, memory, homework, check, throughput)", p.c_str());
+        CHECK(p == "paper" || p == "memory" || p == "homework" || p == "pipeline" || p == "check" || p == "throughput",
+              "--parts: unknown part '%s' (paper, memory, homework, pipeline, check, throughput)", p.c_str());
         start = comma == std::string::npos ? a.parts.size() : comma + 1;
     }
     bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos ||
-                a.parts.find("check") != std::string::npos;
-    CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework)");
+                a.parts.find("pipeline") != std::string::npos || a.parts.find("check") != std::string::npos;
+    CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework, pipeline, check)");
     CHECK(!runs || file_exists(a.measure.trainer), "trainer %s does not exist (make cpu, or make)",
           a.measure.trainer.c_str());
     return a;
@@ -132,6 +134,7 @@ int main(int argc, char** argv) {
         std::vector<HomeworkResult> res = run_homework(a.homework, a.out, notes, progress);
         write_homework(a.homework, res, notes, a.out, rep);
     }
+    if (has("pipeline")) write_pipeline_figures(a.pipeline, a.out, rep, progress);
     if (has("throughput")) {
         write_paper_throughput(a.out, a.profiles, rep);
         progress("throughput: the paper's section 10 predicted on " + a.profiles);

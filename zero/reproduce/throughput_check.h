@@ -1,6 +1,6 @@
 // The step-time model checked against this machine: for a grid of trainer runs
-// (stages 0-3, emulated N 1-8, tensor and sequence parallelism, offload,
-// recomputation, micro-steps, several B and T), the run's operations are
+// (stages 0-3, emulated N 1-8, tensor and sequence parallelism, pipeline
+// stages, offload, recomputation, micro-steps, several B and T), the run's operations are
 // first timed alone into a measured profile (--calibrate PROFILE, which never
 // looks at a step's time), then the step is predicted from it (--predict) and
 // measured (the median of the steps after two warm-up steps), and the two are
@@ -47,6 +47,9 @@ inline std::vector<std::string> cpu_check_runs() {
         s + "-b 8 -t 64 --ranks 4 --tp 2 --sp 1 -z 2",
         s + "-b 4 -t 64 --ranks 2 -z 2 --offload_optimizer cpu -d 1024",
         s + "-b 8 -t 64 --ranks 2 -z 3 --offload_optimizer cpu --offload_param cpu -r 2 --offload_activations 1",
+        s + "-b 8 -t 64 --ranks 2 --pp 2 -z 1 -d 2048",
+        s + "-b 8 -t 64 --ranks 4 --pp 4 -z 1 -d 2048 --pp_schedule gpipe",
+        s + "-b 4 -t 64 --ranks 8 --pp 2 --tp 2 -z 2 -d 1024",
         "-e d12 -p fp32 -b 1 -t 64 -z 1",
         "-e d12 -p fp32 -b 2 -t 64 --ranks 2 -z 2",
     };

@@ -12,7 +12,8 @@
 // fit. The advice searches combinations of stage, micro-batch (with gradient
 // accumulation keeping the tokens per step), recomputation and offload, and
 // prints the cheapest few that fit, cheapest first, each checked by the
-// predictor.
+// predictor; and, on more devices, the fewest pipeline stages that fit. A
+// pipelined run fits if its fullest stage does.
 #pragma once
 
 #include <algorithm>
@@ -72,11 +73,15 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     return c;
 }
 
-// One rank's predicted reserved bytes: device and host arenas.
+// One rank's predicted reserved bytes: device and host arenas (of the fullest
+// pipeline stage, each).
 inline void rank_need(const MemoryQuery& q, double& dev, double& host) {
-    MemoryPrediction p = predict_memory(q, SHARD_ALIGN);
-    dev = (double)p.reserved.total(Arena::Device);
-    host = (double)p.reserved.total(Arena::Host);
+    dev = host = 0;
+    for (int s = 0; s < q.pp(); s++) {
+        MemoryPrediction p = predict_memory(q.at_stage(s), SHARD_ALIGN);
+        dev = std::max(dev, (double)p.reserved.total(Arena::Device));
+        host = std::max(host, (double)p.reserved.total(Arena::Host));
+    }
 }
 
 // The plan: does one rank fit one device of the planned size (and its host part the host)?
@@ -158,6 +163,31 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
     return out;
 }
 
+// The fewest pipeline stages (doubling, the data- and tensor-parallel ranks
+// kept: stages times the ranks) at which `ok` holds; 0 if none up to one layer
+// per stage.
+template <typename Ok>
+int fitting_pipeline(const MemoryQuery& q, Ok ok) {
+    for (int P = 2 * q.pp(); P <= q.cfg.num_layers; P *= 2) {
+        MemoryQuery a = q;
+        a.pp_layers = even_pipeline_plan(q.cfg.num_layers, P).layers;
+        if (ok(a)) return P;
+    }
+    return 0;
+}
+
+inline void print_pipeline_option(const MemoryQuery& q, int P, int ranks) {
+    if (P == 0) return;
+    const double GiB = 1073741824.0;
+    MemoryQuery a = q;
+    a.pp_layers = even_pipeline_plan(q.cfg.num_layers, P).layers;
+    double dev, host;
+    rank_need(a, dev, host);
+    printf("  or on %d times the devices: --pp %d (%d ranks; layers per stage %s): device %.2f GiB, host %.2f GiB "
+           "(the fullest stage)\n",
+           P / q.pp(), P, ranks / q.pp() * P, PipelinePlan{a.pp_layers}.text().c_str(), dev / GiB, host / GiB);
+}
+
 constexpr int FIT_OPTIONS_SHOWN = 4;
 
 inline void print_fit_options(const std::vector<FitOption>& options, const char* what) {
@@ -198,9 +228,11 @@ inline bool estimate_fit(const TrainOptions& o, const RunSetup& run) {
     bool machine = true;
     bool plan = print_fit_answers(o, run, &machine);
     MemoryCapacity cap = memory_capacity(o);
-    if (!plan)
-        print_fit_options(fitting_options(run.memory_query(o), [&](const MemoryQuery& a) { return plan_fits(a, cap); }),
-                          "each rank");
+    if (!plan) {
+        auto ok = [&](const MemoryQuery& a) { return plan_fits(a, cap); };
+        print_fit_options(fitting_options(run.memory_query(o), ok), "each rank");
+        print_pipeline_option(run.memory_query(o), fitting_pipeline(run.memory_query(o), ok), run.world);
+    }
     return plan;
 }
 
@@ -220,6 +252,9 @@ inline void refuse_if_too_big(const TrainOptions& o, const RunSetup& run) {
                 cap.device / GiB, cap.device_what.c_str(), cap.device_margin / GiB, cap.host / GiB, cap.host_margin / GiB);
     print_fit_options(fitting_options(q, [&](const MemoryQuery& a) { return plan_fits(a, cap) && machine_fits(a, ranks, cap); }),
                       "this run");
+    print_pipeline_option(q, fitting_pipeline(q, [&](const MemoryQuery& a) {
+        return plan_fits(a, cap) && machine_fits(a, ranks / q.pp() * a.pp(), cap);
+    }), run.world);
     fflush(stdout);  // the explanation before the one-line error on stderr
     fail("predicted out of memory: each rank needs %.2f GiB device + %.2f GiB host%s (see above)", dev / GiB, host / GiB,
          plan_fits(q, cap) ? "; it fits the planned device, but this machine cannot host all its ranks" : "");

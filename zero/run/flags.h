@@ -74,6 +74,17 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--sp", &O::sp,
              "1: sequence parallelism (needs --tp > 1): layernorms and the residual stream hold B*T/t rows per "
              "rank; all-gathers and reduce-scatters instead of all-reduces"),
+        flag(nullptr, "--pp", &O::pp,
+             "pipeline stages P: consecutive layers on each stage, the step's micro-batches (-d's accumulation) "
+             "flowing through them; the world is dp x tp x pp ranks, rank = (stage*dp + dp_rank)*tp + tp_rank, and "
+             "ZeRO shards across each stage's dp ranks"),
+        flag(nullptr, "--pp_layers", &O::pp_layers,
+             "layers per pipeline stage, e.g. 3,3,2 (default: as even as possible, the first stages one more)"),
+        flag(nullptr, "--pp_schedule", &O::pp_schedule,
+             "1f1b | gpipe: 1F1B (warm-up forwards, then one forward one backward; stage s holds at most P-s "
+             "micro-batches) or GPipe (all forwards, then all backwards; every stage holds all of them)"),
+        flag(nullptr, "--pp_schedule_print", &O::pp_schedule_print,
+             "1: print this run's pipeline schedule (each stage's forwards and backwards, and the timeline) and exit"),
         flag("-p", "--precision", &O::precision,
              "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
         flag("-r", "--recompute", &O::recompute,

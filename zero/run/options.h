@@ -38,6 +38,10 @@ struct TrainOptions {
     int ranks = 1;  // emulated ranks in this process
     int tp = 1;     // tensor-parallel degree: ranks per tensor group (world = tp x data-parallel ranks)
     int sp = 0;     // 1: sequence parallelism in the tensor group (needs tp > 1)
+    int pp = 1;     // pipeline stages (world = dp x tp x pp)
+    std::string pp_layers;             // layers per stage, "a,b,..."; empty: as even as possible
+    std::string pp_schedule = "1f1b";  // 1f1b | gpipe
+    int pp_schedule_print = 0;         // 1: print the schedule and exit
     std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
     int recompute = 0;
     std::string offload_optimizer = "none";  // none | cpu

@@ -25,12 +25,15 @@ inline void prepare_prediction(TrainOptions& o) {
     o.ranks = o.nodes * p.devices_per_node;
 }
 
-inline void print_step_prediction(const StepPrediction& s, FILE* out) {
+inline void print_step_prediction(const StepPrediction& s, const MemoryQuery& q, FILE* out) {
     fprintf(out, "  step %.4g s, %.0f tokens/s, %.2f TFLOP/s per device (the matmuls' and attention's FLOPs, "
                  "recomputation included)\n", s.step_s, s.tokens_per_s, s.tflops_per_device);
     fprintf(out, "  the kernels alone: %.4g s; what the rest adds:", s.compute_only_s);
     for (const auto& e : s.exposed) fprintf(out, " %s %.3g s;", e.first.c_str(), e.second);
     fprintf(out, "\n");
+    if (q.pp() > 1)
+        fprintf(out, "  pipeline bubble %.3f of the stages' time (%s, %d stages, %d micro-batches; (P-1)/(m+P-1) = %.3f)\n",
+                s.bubble, q.gpipe ? "gpipe" : "1f1b", q.pp(), q.micro_steps, pipeline_bubble_formula(q.pp(), q.micro_steps));
     if (s.interpolated > 0)
         fprintf(out, "  %d of the %d operations per step were not measured at their shape: interpolated "
                      "(zero/perf/op_time.h)\n", s.interpolated, s.ops);
@@ -54,7 +57,7 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     if (!p.measured)
         fprintf(out, "  memory per rank: %.2f GiB of the device's %.0f GiB: %s\n", dev / GiB, p.memory_gib,
                 fits ? "fits" : "does NOT fit");
-    if (fits) print_step_prediction(predict_step(q, p, pl), out);
+    if (fits) print_step_prediction(predict_step(q, p, pl), q, out);
     if (fits) return;
     std::vector<FitOption> options =
         fitting_options(q, [&](const MemoryQuery& a) { double d, h; rank_need(a, d, h); return d <= p.memory_gib * GiB; });

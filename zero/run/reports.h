@@ -16,13 +16,23 @@ struct PhaseMemory {
     MemCounts forward, backward, step;  // live bytes at the end of each phase
 };
 
-// comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one.
+// a + b, op by op
+inline CommStats combined(const CommStats& a, const CommStats& b) {
+    CommStats c = a;
+    for (int op = 0; op < NUM_COMM_OPS; op++)
+        c.sent[op] += b.sent[op], c.recv[op] += b.recv[op], c.calls[op] += b.calls[op];
+    return c;
+}
+
+// comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one;
+// pipeline: the pipeline's (the stages' sends and receives, the tied embeddings').
 // device_used: cudaMemGetInfo's used bytes now (0: not a GPU); device_used_at_start:
 // the same before the run allocated anything (the CUDA context already open), so
 // that the growth since then can be set beside what the accountant reserved.
 inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPrediction& pred,
                               const MemoryAccountant& mem, const CommStats& comm, size_t device_used,
-                              const CommStats* tensor = nullptr, size_t device_used_at_start = 0) {
+                              const CommStats* tensor = nullptr, size_t device_used_at_start = 0,
+                              const CommStats* pipeline = nullptr) {
     const double MiB = 1048576.0;
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
@@ -42,6 +52,8 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
         if (arena == Arena::Device && tensor)
             printf(" | tensor-parallel sent %.2f MiB recv %.2f MiB", tensor->bulk_sent() / MiB,
                    tensor->bulk_recv() / MiB);
+        if (arena == Arena::Device && pipeline)
+            printf(" | pipeline sent %.2f MiB recv %.2f MiB", pipeline->bulk_sent() / MiB, pipeline->bulk_recv() / MiB);
         printf("\n");
     }
     fflush(stdout);

@@ -15,10 +15,12 @@
 #include "zero/layout/hf_gpt2.h"
 #include "zero/layout/model_file.h"
 #include "zero/layout/param_layout.h"
+#include "zero/layout/pipeline_plan.h"
 #include "zero/layout/shard_plan.h"
 #include "zero/layout/tp_plan.h"
 #include "kernels/kernels.h"
 #include "zero/engine/zero_engine.h"
+#include "zero/pipeline/schedule.h"
 
 #include <unistd.h>
 #include <algorithm>
@@ -43,16 +45,23 @@ struct RunSetup {
     std::string hf_dir;      // or start from this Hugging Face folder
     DType dtype = DType::F32;
     int world = 1;              // ranks in the job
-    int tp = 1, dp = 1;         // the grid: world = tp x dp (tensor groups of tp adjacent ranks)
+    int tp = 1, dp = 1, pp = 1;  // the grid: world = dp x tp x pp (zero/layout/pipeline_plan.h's rank order)
     bool sp = false;            // sequence parallelism in the tensor groups
+    PipelinePlan pipeline;      // the layers of each pipeline stage
+    PipelineSchedule schedule = PipelineSchedule::OneFOneB;
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
     bool offload_grad_accum_device = false;  // --offload_grad_accum device
     LaunchEnv launch;
 
-    MemoryQuery memory_query(const TrainOptions& o) const {
+    Grid3 grid() const { return Grid3{dp, tp, pp}; }
+
+    // One rank's prediction: of pipeline stage `stage` (every rank alike without a pipeline).
+    MemoryQuery memory_query(const TrainOptions& o, int stage = 0) const {
         MemoryQuery q;
+        if (pp > 1) q.pp_stage = pipeline.range(stage), q.pp_layers = pipeline.layers;
+        q.gpipe = schedule == PipelineSchedule::GPipe;
         q.cfg = cfg;
         q.stage = o.zero_stage;
         q.world = dp;
@@ -172,11 +181,25 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
         r.ranks_per_process = o.ranks;
     }
 
-    // the grid: tensor groups of tp ranks, ZeRO across the dp ranks of each data group
+    // the grid: tensor groups of tp ranks, pipelines of pp stages, ZeRO across the dp ranks of each data group
     std::string grid_err = tp_grid_error(r.world, o.tp);
     CHECK(grid_err.empty(), "%s", grid_err.c_str());
+    grid_err = grid3_error(r.world, o.tp, o.pp);
+    CHECK(grid_err.empty(), "%s", grid_err.c_str());
     r.tp = o.tp;
-    r.dp = r.world / o.tp;
+    r.pp = o.pp;
+    r.dp = r.world / (o.tp * o.pp);
+    std::string pp_err = pipeline_plan_error(r.cfg.num_layers, r.pp, o.pp_layers);
+    CHECK(pp_err.empty(), "%s", pp_err.c_str());
+    CHECK(o.pp_layers.empty() || r.pp > 1, "--pp_layers sets the layers of each pipeline stage: it needs --pp > 1");
+    r.pipeline = make_pipeline_plan(r.cfg.num_layers, r.pp, o.pp_layers);
+    CHECK(o.pp_schedule == "1f1b" || o.pp_schedule == "gpipe", "--pp_schedule must be 1f1b or gpipe (got '%s')",
+          o.pp_schedule.c_str());
+    r.schedule = o.pp_schedule == "gpipe" ? PipelineSchedule::GPipe : PipelineSchedule::OneFOneB;
+#ifdef ZERO_CUDA
+    if (r.pp > 1 && r.launch.world > 1 && r.launch.rank == 0)
+        fprintf(stderr, "note: pipeline parallelism across processes (NCCL send/receive) has not yet run on GPUs\n");
+#endif
     if (r.tp > 1) {
         std::string tp_err = tensor_parallel_error(r.cfg, r.tp);
         CHECK(tp_err.empty(), "%s", tp_err.c_str());
@@ -229,9 +252,11 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "on the device)");
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
-    ParamLayout layout(r.cfg, r.tp);
-    std::string err = ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate();
-    CHECK(err.empty(), "%s", err.c_str());
+    for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
+        ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
+        std::string err = ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate();
+        CHECK(err.empty(), "%s", err.c_str());
+    }
 
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,

@@ -1,0 +1,181 @@
+// One pipeline stage's share of a step: its slots of the schedule
+// (zero/pipeline/schedule.h) in order, each micro-batch's activations in a
+// slot of their own (GPT2's activation slots, as many as the stage holds at
+// once), and the boundary tensors to and from the neighbouring stages by
+// point-to-point on the pipeline group.
+//
+// Between two slots a stage sends what the slot before produced (a forward's
+// output to stage s+1, a backward's input gradient to stage s-1) and receives
+// what the next slot needs (its input from s-1, its output's gradient from
+// s+1), all in one group. In 1F1B's steady state stage s sends micro-batch i
+// forward while stage s+1 sends micro-batch j back; grouped, each side's send
+// and receive are posted together, so neither waits for the other to receive
+// first (Megatron's send_forward_recv_backward, in one call).
+//
+// Each slot's duration is recorded (the rank thread's CPU time on the CPU
+// build, the slot's span on the rank's stream on the GPU) with its wall-clock
+// start and end, for the bubble report (zero/pipeline/bubble.h).
+#pragma once
+
+#include <ctime>
+#include <vector>
+
+#include "zero/comm/comm.h"
+#include "zero/model/gpt2.h"
+#include "zero/pipeline/schedule.h"
+
+// One micro-batch's tokens on the host: a stage needs them from its forward to
+// its backward (the encoder's backward buckets its rows by token).
+struct MicroBatch {
+    std::vector<int> inputs, targets;
+};
+
+// Sums over the timed steps, per slot of the stage's list (milliseconds).
+struct SlotTimes {
+    std::vector<double> busy, start, end;  // the slot's own time; its wall-clock start and end from the step's start
+    int steps = 0;
+};
+
+template <typename T>
+class PipelineStage {
+  public:
+    PipelineStage(GPT2<T>& model_, Comm& pipe_, PipelineSchedule kind_, int micro_steps)
+        : model(model_),
+          pipe(pipe_),
+          kind(kind_),
+          s(pipe_.rank),
+          P(pipe_.world),
+          m(micro_steps),
+          slots(pipeline_schedule(kind_, pipe_.world, micro_steps)[pipe_.rank]) {
+        CHECK(model.acts.slots >= in_flight_peak(slots), "internal: %d activation slots for %d micro-batches in flight",
+              model.acts.slots, in_flight_peak(slots));
+        times.busy.assign(slots.size(), 0.0), times.start = times.end = times.busy;
+#ifdef ZERO_CUDA
+        for (size_t k = 0; k <= 2 * slots.size(); k++) {
+            cudaEvent_t e;
+            cudaCheck(cudaEventCreate(&e));
+            marks.push_back(e);
+        }
+#endif
+    }
+    ~PipelineStage() {
+#ifdef ZERO_CUDA
+        for (cudaEvent_t e : marks) cudaEventDestroy(e);
+#endif
+    }
+    PipelineStage(const PipelineStage&) = delete;
+    PipelineStage& operator=(const PipelineStage&) = delete;
+
+    // Activation slots stage s needs: the most micro-batches it holds at once.
+    static int activation_slots(PipelineSchedule kind, int P, int s, int m) {
+        return in_flight_peak(pipeline_schedule(kind, P, m)[s]);
+    }
+
+    // The stage's forwards and backwards of one step (the last stage's losses
+    // add up in the model's loss sums), noting the live bytes after its last
+    // forward and its last backward (the memory report's phases).
+    void train(const std::vector<MicroBatch>& mbs, int B, int seq_len, float dloss) {
+        model.set_shape(B, seq_len);
+        pipe.barrier();  // one origin for the stages' wall clocks
+        step_clock = HostClock();
+        mark(0);
+        for (size_t k = 0; k <= slots.size(); k++) {
+            exchange(k > 0 ? &slots[k - 1] : nullptr, k < slots.size() ? &slots[k] : nullptr);
+            if (k == slots.size()) break;
+            const PipeSlot& x = slots[k];
+            const MicroBatch& mb = mbs[x.micro];
+            model.acts.select_slot(x.micro % model.acts.slots);
+            double cpu0 = thread_cpu_ms();
+            wall[k].start = step_clock.seconds() * 1e3;
+            mark(2 * k + 1);
+            if (!x.backward) {
+                model.forward(mb.inputs.data(), mb.targets.data(), B, seq_len, dloss);
+                if (model.last) model.add_losses(x.micro == 0);
+                live_after_forward = model.zero.mem.live_bytes();
+            } else {
+                model.backward(x.micro, mb.inputs.data());
+                live_after_backward = model.zero.mem.live_bytes();
+            }
+            mark(2 * k + 2);
+            wall[k].end = step_clock.seconds() * 1e3;
+            cpu[k] = thread_cpu_ms() - cpu0;
+        }
+    }
+
+    // After the step's device work is done: add its slot times to `times` if `timed`.
+    void finish_step(bool timed) {
+        if (!timed) return;
+        for (size_t k = 0; k < slots.size(); k++) {
+#ifdef ZERO_CUDA
+            float busy = 0, start = 0, end = 0;
+            cudaCheck(cudaEventElapsedTime(&busy, marks[2 * k + 1], marks[2 * k + 2]));
+            cudaCheck(cudaEventElapsedTime(&start, marks[0], marks[2 * k + 1]));
+            cudaCheck(cudaEventElapsedTime(&end, marks[0], marks[2 * k + 2]));
+            times.busy[k] += busy, times.start[k] += start, times.end[k] += end;
+#else
+            times.busy[k] += cpu[k], times.start[k] += wall[k].start, times.end[k] += wall[k].end;
+#endif
+        }
+        times.steps++;
+    }
+
+    // One batch forward through every stage (validation, sampling): from the
+    // previous stage, through this one, to the next. The last stage holds the
+    // losses (with targets) and the logits.
+    void forward_only(const int* inputs, const int* targets, int B, int seq_len) {
+        model.set_shape(B, seq_len);
+        model.acts.select_slot(0);
+        const size_t bytes = model.boundary_elems() * sizeof(T);
+        if (!model.first) pipe.recv(model.stage_input(), bytes, s - 1, model.ctx.stream);
+        model.forward(inputs, targets, B, seq_len, 0.0f);
+        if (!model.last) pipe.send(model.stage_output(), bytes, s + 1, model.ctx.stream);
+    }
+
+    GPT2<T>& model;
+    Comm& pipe;
+    const PipelineSchedule kind;
+    const int s, P, m;       // this stage, the stages, the micro-batches of a step
+    const StageSlots slots;  // this stage's part of the schedule
+    SlotTimes times;
+    MemCounts live_after_forward, live_after_backward;
+
+  private:
+    struct Span {
+        double start = 0, end = 0;
+    };
+    std::vector<Span> wall = std::vector<Span>(slots.size());
+    std::vector<double> cpu = std::vector<double>(slots.size());
+    HostClock step_clock;
+#ifdef ZERO_CUDA
+    std::vector<cudaEvent_t> marks;  // the step's start, then each slot's start and end, on the compute stream
+    void mark(size_t i) { cudaCheck(cudaEventRecord(marks[i], model.ctx.stream)); }
+#else
+    void mark(size_t) {}
+#endif
+
+    static double thread_cpu_ms() {
+        timespec t;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+    }
+
+    // What the slot `prev` produced to its neighbour, and what `next` needs
+    // from one, as one group (either may be null: the step's first and last).
+    void exchange(const PipeSlot* prev, const PipeSlot* next) {
+        const size_t bytes = model.boundary_elems() * sizeof(T);
+        Stream st = model.ctx.stream;
+        pipe.unit = -1;  // the boundary tensors serve no unit (the trace's label)
+        pipe.group_start();
+        if (prev && !prev->backward && !model.last) {
+            model.acts.select_slot(prev->micro % model.acts.slots);
+            pipe.send(model.stage_output(), bytes, s + 1, st);
+        }
+        if (prev && prev->backward && !model.first) pipe.send(model.input_grad(), bytes, s - 1, st);
+        if (next && !next->backward && !model.first) {
+            model.acts.select_slot(next->micro % model.acts.slots);
+            pipe.recv(model.stage_input(), bytes, s - 1, st);
+        }
+        if (next && next->backward && !model.last) pipe.recv(model.output_grad(), bytes, s + 1, st);
+        pipe.group_end();
+    }
+};
