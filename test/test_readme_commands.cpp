@@ -5,7 +5,7 @@
 //   make TARGET...              each target exists (make -n)
 //   ./train_gpt2_zero[_cpu] ... every flag is one --help lists; and a CPU-build
 //                               line that is not under a launcher runs, on a
-//                               tiny model (GPT-2's vocabulary, 2 layers) at
+//                               tiny model (GPT-2's vocabulary, 4 layers) at
 //                               T 32 without validation or samples (the model
 //                               stays if it is a file), in a scratch folder where the block's
 //                               earlier lines ran (so a resume finds its
@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
                 for (size_t i = 1; i + 1 < c.args.size() && !shipped; i++)
                     if (c.args[i] == "-e" && !file_exists(dir + "/" + c.args[i + 1]) &&
                         c.args[i + 1].find('/') == std::string::npos)
-                        tail += " -e L=2,H=4,C=64,V=50257,T=64";
+                        tail += " -e L=4,H=4,C=64,V=50257,T=64";
                 if (!has(c, "--sample") && !has(c, "--consolidate") && !has(c, "--export_hf") && !shipped)
                     tail += " -t 32 -v 0 -s 0" + std::string(has(c, "-d") ? " -d -1" : "");
                 CommandResult r = run_command("cd " + dir + " && " + joined(c.args) + tail);

@@ -127,30 +127,37 @@ inline std::string profile_sibling(const Profile& p, const std::string& name) {
     return slash == std::string::npos ? name : p.path.substr(0, slash + 1) + name;
 }
 
-// Writes a measured profile (the calibration's output), tables sorted by key.
+// Writes a measured profile (the calibration's output), tables sorted by key,
+// whole or not at all; its folder is made if need be.
 inline void save_profile(const Profile& p, const std::string& path) {
-    std::string tmp = path + ".tmp";
-    FILE* f = open_file(tmp, "w");
-    fprintf(f, "{\n  \"name\": \"%s\",\n  \"about\": \"%s\",\n  \"measured\": true,\n  \"synchronous\": %s,\n",
-            p.name.c_str(), p.about.c_str(), p.synchronous ? "true" : "false");
-    fprintf(f, "  \"device\": {\"name\": \"%s\", \"dtype\": \"%s\", \"cores\": %d, \"peak_tflops\": %.6g, "
-               "\"memory_gbs\": %.6g, \"memory_gib\": %.6g},\n",
-            p.device.c_str(), p.dtype.c_str(), p.cores, p.peak_tflops, p.hbm_gbs, p.memory_gib);
+    size_t slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) make_dir(path.substr(0, slash));
+    char line[512];
+    snprintf(line, sizeof(line),
+             "{\n  \"name\": \"%s\",\n  \"about\": \"%s\",\n  \"measured\": true,\n  \"synchronous\": %s,\n"
+             "  \"device\": {\"name\": \"%s\", \"dtype\": \"%s\", \"cores\": %d, \"peak_tflops\": %.6g, "
+             "\"memory_gbs\": %.6g, \"memory_gib\": %.6g},\n",
+             p.name.c_str(), p.about.c_str(), p.synchronous ? "true" : "false", p.device.c_str(), p.dtype.c_str(),
+             p.cores, p.peak_tflops, p.hbm_gbs, p.memory_gib);
+    std::string text = line;
     const char* names[2] = {"kernels", "collectives"};
     const std::map<std::string, std::map<std::string, double>>* tables[2] = {&p.kernels, &p.collectives};
     for (int t = 0; t < 2; t++) {
-        fprintf(f, "  \"%s\": {", names[t]);
+        text += std::string("  \"") + names[t] + "\": {";
         bool first_ctx = true;
         for (const auto& ctx : *tables[t]) {
-            fprintf(f, "%s\n    \"%s\": {", first_ctx ? "" : ",", ctx.first.c_str());
+            text += std::string(first_ctx ? "" : ",") + "\n    \"" + ctx.first + "\": {";
             bool first = true;
-            for (const auto& e : ctx.second)
-                fprintf(f, "%s\n      \"%s\": %.6e", first ? "" : ",", e.first.c_str(), e.second), first = false;
-            fprintf(f, "\n    }");
-            first_ctx = false;
+            for (const auto& e : ctx.second) {
+                snprintf(line, sizeof(line), "%s\n      \"%s\": %.6e", first ? "" : ",", e.first.c_str(), e.second);
+                text += line, first = false;
+            }
+            text += "\n    }", first_ctx = false;
         }
-        fprintf(f, "\n  }%s\n", t == 0 ? "," : "");
+        text += std::string("\n  }") + (t == 0 ? "," : "") + "\n";
     }
-    fprintf(f, "}\n");
-    CHECK(fclose(f) == 0 && rename(tmp.c_str(), path.c_str()) == 0, "cannot write %s", path.c_str());
+    text += "}\n";
+    AtomicFile f(path);
+    f.write(text.data(), text.size());
+    f.commit();
 }

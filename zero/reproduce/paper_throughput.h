@@ -29,6 +29,7 @@ struct ClusterRun {
     bool pa = true, pa_cpu = false;  // ZeRO-R's partitioned checkpoints, on the host
     bool offload = false;            // optimizer offload, and at stage 3 parameter offload (one-GPU study)
     int batch = 0;                   // 0: the largest that fits
+    int recompute = 2;               // every block's input checkpointed (the paper's setting)
 };
 
 struct ClusterPoint {
@@ -42,7 +43,7 @@ inline MemoryQuery cluster_query(const ClusterRun& r, int batch) {
     q.cfg.num_layers = r.L, q.cfg.channels = r.H, q.cfg.num_heads = r.NH;
     q.cfg.padded_vocab_size = (int)round_up(50257, 128 * (size_t)r.tp);  // each tensor rank an equal share
     q.stage = r.stage, q.tp = r.tp, q.world = r.gpus / r.tp;
-    q.dtype_bytes = 2, q.micro_batch = batch, q.seq_len = 1024, q.recompute = 2;
+    q.dtype_bytes = 2, q.micro_batch = batch, q.seq_len = 1024, q.recompute = r.recompute;
     q.partition_activations = r.pa, q.offload_activations = r.pa_cpu;
     q.offload_optimizer = r.offload, q.offload_param = r.offload && r.stage == 3;
     return q;
@@ -300,6 +301,7 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, std::vector<std::strin
     for (const Run& m : runs) {
         ClusterRun r;
         r.L = m.L, r.H = m.H, r.NH = m.NH, r.stage = m.stage, r.batch = m.batch, r.offload = m.offload;
+        r.recompute = 0;  // as those runs were
         ClusterPoint c = cluster_point(p, r);
         measured.x.push_back(c.params / 1e9), measured.y.push_back(m.tokens_per_s);
         measured.notes.push_back(fmt("B %.0f", m.batch) + (m.offload ? ", offload" : ""));

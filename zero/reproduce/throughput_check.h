@@ -4,7 +4,8 @@
 // first timed alone into a measured profile (--calibrate PROFILE, which never
 // looks at a step's time), then the step is predicted from it (--predict) and
 // measured (the median of the steps after two warm-up steps), and the two are
-// set side by side with the error.
+// set side by side with the error. The profiles of all runs together are left
+// in OUT/measured_profile.json (zero/perf/profiles/cpu.json is one such).
 //   throughput_check.csv/png, the "checked against measurement" section
 #pragma once
 
@@ -16,6 +17,7 @@
 
 #include "zero/base/csv.h"
 #include "zero/base/plot.h"
+#include "zero/perf/profile.h"
 #include "zero/reproduce/report.h"
 #include "zero/reproduce/run_command.h"
 
@@ -109,13 +111,23 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
     run_logged("rm -f '" + s.profile + "'", "/dev/null");
     HostClock clock;
     int k = 0, total = (int)s.runs.size();
+    Profile all;  // every run's measurements: the profile the check leaves behind
     for (const std::string& flags : s.runs) {
         CheckPoint p;
         p.flags = flags;
+        // each run its own profile, timed afresh: one disturbed measurement spoils one run, not every run after
         std::string base = s.trainer + " " + flags + " " + s.flags, log = dir + "/runs/check" + std::to_string(k);
-        CommandRun cal = run_logged(base + " --calibrate " + s.profile, log + "_calibrate.log");
+        std::string profile = log + "_profile.json";
+        run_logged("rm -f '" + profile + "'", "/dev/null");
+        CommandRun cal = run_logged(base + " --calibrate " + profile, log + "_calibrate.log");
         CommandRun run = run_logged(base + " -x " + std::to_string(s.steps) + " -v 0 -s 0 -n -1", log + ".log");
-        CommandRun pred = run_logged(base + " --predict " + s.profile, log + "_predict.log");
+        CommandRun pred = run_logged(base + " --predict " + profile, log + "_predict.log");
+        if (cal.status == 0) {
+            Profile one = load_profile(profile);
+            for (const auto& c : one.kernels) all.kernels[c.first].insert(c.second.begin(), c.second.end());
+            for (const auto& c : one.collectives) all.collectives[c.first].insert(c.second.begin(), c.second.end());
+            if (all.device.empty()) all = Profile(one), all.path.clear();
+        }
         if (cal.status || run.status || pred.status) {
             std::string err = line_with(cal.output + run.output + pred.output, "error:");
             p.why = err.empty() ? "failed" : err;
@@ -128,6 +140,7 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
                  total, flags.c_str(), p.predicted, p.measured, 100 * p.error());
         progress(line + time_left(clock.seconds(), k, total));
     }
+    if (!all.device.empty()) save_profile(all, s.profile);
     return pts;
 }
 
@@ -170,10 +183,11 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
     rep.heading("The step-time model checked against measured runs");
     rep.image("throughput_check.png", "predicted vs measured step time");
     rep.para(fmt("%.0f", (double)errs.size()) + " runs of the " + device + " build. Each run's operations were timed "
-             "alone first (`--calibrate`, into `" + s.profile + "`: every kernel, copy, transfer and host operation "
+             "alone first (`--calibrate`; all the runs' times together: `" + s.profile + "`): every kernel, copy, transfer and host operation "
              "at its shape while as many ranks ran it as share the device, every emulated collective in a world "
-             "of the run's size), then its step predicted from those times (`--predict`) and measured (the median "
-             "of " + std::to_string(s.steps - 2) + " steps after 2 warm-up steps). The calibration never sees a "
+             "of the run's size; then its step predicted from those times (`--predict`) and measured (the median "
+             "of " + std::to_string(s.steps - 2) + " steps after 2 warm-up steps); each run into a profile of its own, "
+             "so one disturbed measurement spoils one run only. The calibration never sees a "
              "step's time, and no constant is fitted to one. **Median |error| " + fmt("%.1f%%", 100 * median) +
              ", max " + fmt("%.1f%%", 100 * worst) + "** (targets 5% and 15%). Numbers: `throughput_check.csv`.");
     rep.table({"run", "predicted s", "measured s", "error"}, rows);
