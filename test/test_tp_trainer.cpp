@@ -101,16 +101,7 @@ int main(int argc, char** argv) {
 
     // bad input: one line each, exit status 1
     auto expect_error = [&](const std::string& extra, int ranks, const char* needle) {
-        TrainerRun run = base;
-        run.ranks = ranks;
-        run.micro_batch = 2;
-        run.extra += " " + extra;
-        RunResult r = run.try_run();
-        size_t at = r.output.find("error: ");
-        bool one_line = at != std::string::npos && r.output.find('\n', at) == r.output.size() - 1;
-        EXPECT(r.status == 1 && r.output.find(needle) != std::string::npos && one_line,
-               "'%s': expected a one-line error containing '%s', got status %d:\n%s", r.command.c_str(), needle,
-               r.status, r.output.c_str());
+        expect_one_line_error(base, extra, ranks, needle);
     };
     expect_error("--tp 3", 3, "does not divide the 4 attention heads");
     expect_error("--tp 2", 3, "world size 3 is not a multiple of --tp 2");

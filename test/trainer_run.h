@@ -150,6 +150,20 @@ struct TrainerRun {
     }
 };
 
+// Runs `base` with `extra` flags on `ranks` ranks (micro-batch 2) and expects
+// bad input's answer: exit status 1 and one "error:" line, the last, holding `needle`.
+inline void expect_one_line_error(TrainerRun run, const std::string& extra, int ranks, const char* needle) {
+    run.ranks = ranks;
+    run.micro_batch = 2;
+    run.extra += " " + extra;
+    RunResult r = run.try_run();
+    size_t at = r.output.find("error: ");
+    bool one_line = at != std::string::npos && r.output.find('\n', at) == r.output.size() - 1;
+    EXPECT(r.status == 1 && r.output.find(needle) != std::string::npos && one_line,
+           "'%s': expected a one-line error containing '%s', got status %d:\n%s", r.command.c_str(), needle, r.status,
+           r.output.c_str());
+}
+
 // The trainer binary a test was given: its one argument.
 inline std::string trainer_from_args(int argc, char** argv) {
     return test_args(argc, argv, "<train_gpt2_zero_cpu>")[0];

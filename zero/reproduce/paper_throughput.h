@@ -168,8 +168,8 @@ inline std::vector<StudySeries> figure2(const Profile& p, int gpus, bool with_pa
 // Figure 3: a 60B model (75 x 8192, MP 16) from 64 to 400 GPUs: per GPU and in all, against linear scaling from 64.
 inline std::vector<StudySeries> figure3(const Profile& p, bool with_paper, std::vector<std::string>& rows) {
     StudySeries total{"ZeRO: all GPUs (TFLOP/s / 10)"}, per{"ZeRO: per GPU"}, linear{"linear from 64 GPUs (/ 10)"},
-        paper{"paper: per GPU"};
-    const int gpus[4] = {64, 128, 256, 400};
+        paper{"paper: per GPU"}, at_paper{"ZeRO per GPU at the paper's batches"};
+    const int gpus[4] = {64, 128, 256, 400}, paper_batch[4] = {16, 48, 48, 64};  // its Table 6
     const double paper_per[4] = {25.6, 37.5, 39.0, 36.6};
     double first = 0;
     for (int i = 0; i < 4; i++) {
@@ -182,11 +182,15 @@ inline std::vector<StudySeries> figure3(const Profile& p, bool with_paper, std::
         total.x.push_back(gpus[i]), total.y.push_back(c.tflops * gpus[i] / 10);
         linear.x.push_back(gpus[i]), linear.y.push_back(first * gpus[i] / 10);
         paper.x.push_back(gpus[i]), paper.y.push_back(paper_per[i]);
+        r.batch = paper_batch[i];
+        ClusterPoint pb = cluster_point(p, r);
+        if (pb.batch) at_paper.x.push_back(gpus[i]), at_paper.y.push_back(pb.tflops);
         rows.push_back(fmt("%.0f", gpus[i]) + "|" + fmt("%.0f", c.batch) + "|" + fmt("%.1f", c.tflops) + "|" +
                        fmt("%.0f", c.tflops * gpus[i]) + "|" + fmt("%.2f", c.tflops / first) + "|" +
-                       (with_paper ? fmt("%.1f", paper_per[i]) : std::string("")));
+                       (pb.batch ? fmt("%.1f", pb.tflops) + fmt(" (B %.0f)", pb.batch) : std::string("does not fit")) +
+                       "|" + (with_paper ? fmt("%.1f", paper_per[i]) : std::string("")));
     }
-    std::vector<StudySeries> out = {per, total, linear};
+    std::vector<StudySeries> out = {per, total, linear, at_paper};
     if (with_paper) out.push_back(paper);
     return out;
 }
@@ -352,14 +356,43 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "on this machine, as no GPU calibration exists yet (`dev/bench_gpu.sh throughput` makes one): a CPU "
              "reaches its peak at smaller matmuls than a GPU does, so the small matmuls are likely too fast here.");
     std::vector<std::string> rows;
+    std::vector<StudySeries> f2 = figure2(v100, 400, true, rows);
     write_study(dir, "paper_fig2", "Figure 2: throughput per GPU vs model size, 400 V100 (predicted)",
-                "model size (billions of parameters)", "TFLOP/s per GPU", figure2(v100, 400, true, rows));
+                "model size (billions of parameters)", "TFLOP/s per GPU", f2);
+    // predicted over the paper's (or measured), averaged where both have the point
+    auto ratio = [&](const StudySeries& a, const StudySeries& b) {
+        double sum = 0;
+        int n = 0;
+        for (size_t i = 0; i < a.x.size(); i++)
+            for (size_t k = 0; k < b.x.size(); k++)
+                if (a.x[i] == b.x[k]) sum += a.y[i] / b.y[k], n++;
+        return n ? sum / n : NAN;
+    };
+    std::vector<std::string> one_rows;
+    std::vector<StudySeries> one = one_gpu(h100, one_rows);  // its last series: measured H100 runs, the model beside
+    double h100_ratio = 0;  // the runs without offload, point by point
+    for (int i = 0; i < 3; i++) h100_ratio += one[4].y[i] / one[3].y[i] / 3;
     rep.heading("Figure 2: ZeRO against tensor parallelism alone, 400 V100", 3);
     rep.image("paper_fig2.png", "Figure 2");
     rep.para("The paper: \"ZeRO runs 100B parameter models on a 400 Nvidia V100 GPU cluster with over 38 TFlops per "
              "GPU\"; the baseline \"cannot scale efficiently beyond 40B parameters\" (about 5 TFLOP/s per GPU with "
              "tensor parallelism across two nodes), \"up to 10x\" slower. Predicted here (MP, micro-batch):");
     study_table(rep, {"model", "ZeRO predicted", "paper", "baseline predicted", "paper"}, rows);
+    rep.para("Where the model and the paper part: the predicted ZeRO runs at " + fmt("%.2f", ratio(f2[0], f2[2])) +
+             " times the paper's throughput on average, the baseline at " + fmt("%.2f", ratio(f2[1], f2[3])) +
+             " times. Part of it is the kernel efficiencies: on the H100 this project measured, the same model "
+             "predicts " + fmt("%.2f", h100_ratio) + " times what its own GPT-2 runs without offload did (the one-GPU "
+             "rows below; with offload the gap is larger: that run's host side took about 1 s a step against the "
+             "0.3 s of its CPU AdamW, dev/gpu_notes.md): "
+             "the CPU's matmuls reach a larger share of their peak at these shapes than a GPU's do. The rest is the "
+             "paper's software of 2019 (Megatron-LM's separate softmax, bias, GELU and dropout kernels, which this "
+             "trainer fuses or has not), and for the baseline, whose step beyond a node is mostly tensor-parallel "
+             "all-reduces over the network, the collectives: the model moves them at the specifications' "
+             "bandwidths, and NCCL across nodes in 2019 reached some fraction of those (a guess this model cannot "
+             "check without a measured cluster). What the model does reproduce is the shape: ZeRO's throughput holds as the "
+             "model grows while the baseline's falls by an order of magnitude once its tensor parallelism leaves "
+             "the node (the network's 6.25 GB/s per GPU against NVSwitch's 150), and inside a node the baseline "
+             "stays near ZeRO.");
     rows.clear();
     write_study(dir, "paper_fig3", "Figure 3: 60B (75 x 8192, MP 16) from 64 to 400 V100 (predicted)", "GPUs",
                 "TFLOP/s", figure3(v100, true, rows));
@@ -367,8 +400,13 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     rep.image("paper_fig3.png", "Figure 3");
     rep.para("The paper: \"super linear speedup in the regime of 64-400 GPUs\": Pos+g's per-GPU memory falls with "
              "the data-parallel degree, so a larger micro-batch fits and each GPU computes more per byte it "
-             "communicates. Predicted (the all-GPU line and the linear line are divided by 10 to share the axis):");
-    study_table(rep, {"GPUs", "micro-batch", "TFLOP/s per GPU", "all GPUs", "per GPU / at 64", "paper per GPU"}, rows);
+             "communicates. The predictor fits a larger micro-batch than the paper ran already at 64 GPUs, where "
+             "the model's throughput has nearly saturated, so the largest-batch line is almost linear; at the "
+             "paper's own batches (its Table 6) the model shows the super-linear step from 64 to 128 GPUs, "
+             "smaller than the paper's. (The all-GPU line and the linear line are divided by 10 to share the "
+             "axis.)");
+    study_table(rep, {"GPUs", "micro-batch", "TFLOP/s per GPU", "all GPUs", "per GPU / at 64", "at the paper's batch",
+                      "paper per GPU"}, rows);
     rows.clear();
     write_study(dir, "paper_fig4", "Figure 4: no model parallelism, 128 V100 (predicted)",
                 "model size (billions of parameters)", "TFLOP/s per GPU", figure4(v100, true, rows));
@@ -403,18 +441,18 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     rows.clear();
     write_study(dir, "h100_fig3", "Figure 3 on H100: 60B, MP 8 (predicted)", "GPUs", "TFLOP/s", figure3(h100s, false, rows));
     rep.image("h100_fig3.png", "Figure 3 on H100");
-    study_table(rep, {"GPUs", "micro-batch", "TFLOP/s per GPU", "all GPUs", "per GPU / at 64", ""}, rows);
+    study_table(rep, {"GPUs", "micro-batch", "TFLOP/s per GPU", "all GPUs", "per GPU / at 64", "at the paper's batch",
+                      ""}, rows);
     rows.clear();
     write_study(dir, "h100_fig4", "Figure 4 on 128 H100 (predicted)", "model size (billions of parameters)",
                 "TFLOP/s per GPU", figure4(h100s, false, rows));
     rep.image("h100_fig4.png", "Figure 4 on H100");
     study_table(rep, {"model", "ZeRO predicted", "", "data parallel predicted", ""}, rows);
-    rows.clear();
     write_study(dir, "one_gpu", "One H100: tokens/s vs model size, with and without offload (predicted)",
-                "model size (billions of parameters)", "tokens/s", one_gpu(h100, rows), true);
+                "model size (billions of parameters)", "tokens/s", one, true);
     rep.heading("One GPU, with and without offload", 3);
     rep.image("one_gpu.png", "one GPU");
     rep.para("One H100 (`h100.json`), T 1024, bf16, the largest micro-batch that fits 80 GB; the last rows set "
              "this project's measured H100 runs beside the model at the same settings.");
-    study_table(rep, {"model", "no offload", "optimizer offload", "optimizer + parameter offload (stage 3)"}, rows);
+    study_table(rep, {"model", "no offload", "optimizer offload", "optimizer + parameter offload (stage 3)"}, one_rows);
 }
