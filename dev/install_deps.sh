@@ -45,7 +45,7 @@ if [ "$what" = test ]; then
 fi
 [ -z "$missing" ] && exit 0
 
-packages=$(printf '%s' "$missing" | cut -d'|' -f1 | tr '\n' ' ')
+packages=$(printf '%s' "$missing" | cut -d'|' -f1 | tr '\n' ' ' | sed 's/ $//')
 cannot() {  # why: one line per missing package, then go on
     printf '%s' "$missing" | while IFS='|' read -r pkg loss; do
         echo "note: $pkg is missing and $1: $loss"
@@ -61,7 +61,7 @@ elif have sudo && { [ -t 0 ] || sudo -n true 2>/dev/null; }; then
 else
     cannot "this user cannot install packages (not root, no sudo)"
 fi
-echo "installing what make $what needs: $packages(apt-get; a minute or two)"
+echo "installing what make $what needs: $packages (apt-get; a minute or two)"
 $sudo apt-get update -qq >/dev/null 2>&1
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages >/dev/null 2>&1 ||
