@@ -142,7 +142,9 @@ endif
 # channels): stage 0 at N = 8 then needs about 5 GB in all, so a 16 GB laptop
 # runs every point (GPT-2 124M would need 8 x 2.4 GB).
 REPRODUCE_OUT ?= out/reproduce
-GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024 --homework_steps 6
+# (with a GPU the step-time model's check, ~7 minutes there, is dev/bench_gpu.sh throughput)
+GPU_REPRODUCE_FLAGS ?= --device GPU --precision bf16 -t 1024 --homework_t 1024 --homework_steps 6 \
+                       --parts paper,memory,homework,pipeline,throughput
 CPU_REPRODUCE_FLAGS ?= --device CPU --precision fp32 -t 64 --homework_t 64 --homework_steps 2 \
                        --memory_model L=6,H=6,C=384,V=50257,T=1024
 

@@ -488,10 +488,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
+        MemoryQuery q = run.memory_query(o);
+        const int cores = process_cpu_threads();
         switch (run.dtype) {
-            case DType::F32: calibrate_profile<float>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "fp32", stdout); break;
-            case DType::BF16: calibrate_profile<bf16>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "bf16", stdout); break;
-            case DType::F16: calibrate_profile<f16>(o.calibrate, run.memory_query(o), run.world, process_cpu_threads(), device_name(), "fp16", stdout); break;
+            case DType::F32: calibrate_profile<float>(o.calibrate, q, run.world, cores, device_name(), "fp32", stdout); break;
+            case DType::BF16: calibrate_profile<bf16>(o.calibrate, q, run.world, cores, device_name(), "bf16", stdout); break;
+            case DType::F16: calibrate_profile<f16>(o.calibrate, q, run.world, cores, device_name(), "fp16", stdout); break;
         }
         return 0;
     }

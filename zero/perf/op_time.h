@@ -5,15 +5,18 @@
 // transfer or host operation takes what the calibration measured for it while
 // min(N, R) ranks ran it at once, R being the most the calibration ran (the
 // CPU's cores: beyond them the N ranks' threads share the cores, N / R times
-// as long); a collective what it measured in a world of N ranks in groups of
-// the same size. A shape the calibration did not time is interpolated from
+// as long; the CPU build's layout, zero/perf/simulate.h, shares them by the
+// ranks actually busy instead); a collective what it measured in a world of N
+// ranks in groups of the same size. A shape the calibration did not time is interpolated from
 // those of the same kind it did: the rate (work per second) between the two
 // measured shapes whose work brackets it, linearly in log(work), and held at
 // the ends. Work is FLOPs for the matmuls and attention, bytes for the rest.
 //
 // One rank per device of a cluster (a spec profile): a kernel runs at the
-// efficiency (rate / peak) its kind reached in the measured profile named by
-// `efficiency_from`, applied to this device's peak FLOP/s or memory bandwidth;
+// efficiency (rate / peak) its kind reached elsewhere — the profile's own
+// `efficiency` table, else along `efficiency_from` to a measured profile (a
+// fused GELU at the plain matmul's) — applied to this device's peak FLOP/s or
+// memory bandwidth; a pipeline's receive crosses the link or the network;
 // collectives follow zero/perf/collectives.h over the node's link and the
 // network; transfers cross PCIe; the CPU AdamW and the host adds run at the
 // host's rates.
@@ -97,10 +100,10 @@ inline int group_size(const std::string& group, const MemoryQuery& q) {
 }
 
 // Where the ranks are: sharing one device of a measured profile (emulated), or
-// one per device of a cluster, dp x tp of them.
+// one per device of a cluster.
 struct Placement {
     bool emulated = true;
-    int world = 1;  // dp * tp
+    int world = 1;  // dp * tp * pp
 };
 
 class OpTimer {

@@ -5,8 +5,11 @@
 // (zero/engine/zero_engine.h), with a copy of their decisions: which unit
 // stage 3 gathers into which slot and when it prefetches, when a gradient
 // slot is free again, what each stage reduces at which micro-step, what
-// offload copies where. Test perf_trace holds its collectives and host
-// transfers to the trainer's own trace (--mem_report 1 -o DIR), entry by entry.
+// offload copies where; with a pipeline (q.pp_stage), one stage's slots of
+// zero/pipeline/schedule.h with the sends and receives between them
+// (zero/pipeline/stage_runner.h) and the tied embeddings' exchange. Test
+// perf_trace holds its collectives, sends, receives and host transfers to the
+// trainer's own trace (--mem_report 1 -o DIR), entry by entry, rank by rank.
 //
 // Lanes are the rank's compute stream, its comm stream, its own thread (host)
 // and its offload worker; an op waits for the ops before it on its lane and
