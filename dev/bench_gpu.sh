@@ -92,8 +92,9 @@ under one time limit, then `pack`, and prints the summary last:
   call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
   call 2   dev/bench_gpu.sh offload memory
   call 3   dev/bench_gpu.sh largest homework
-  (throughput ~7: the step-time model's calibration and check, not yet run on a GPU;
-   interop, scale, kernels, llmc, pipeline ~2: a fourth call where time is left)
+  call 4   dev/bench_gpu.sh throughput pipeline (~9: the step-time model's calibration and check,
+           the emulated 3-D grid; neither has run on a GPU yet)
+  (interop, scale, kernels, llmc: where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine (~1 min) and
 must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool

@@ -3,7 +3,7 @@
 # sections under one time limit (a device call may run 10 minutes), then `pack`
 # so that the logs come back as one archive, and the summary printed last.
 #
-#   bash dev/gpu_session.sh 1|2|3          (on the GPU machine, OUT set by the device tool)
+#   bash dev/gpu_session.sh 1|2|3|4        (on the GPU machine, OUT set by the device tool)
 #
 # The preflight (build and a 3-step run) starts call 1, and any call that finds
 # no build from an earlier call on the same machine.
@@ -17,7 +17,8 @@ case "${1:-}" in
 1) sections=(tests sanitize layernorm); export SANITIZE_TOOLS=${SANITIZE_TOOLS:-racecheck} ;;
 2) sections=(offload memory) ;;
 3) sections=(largest homework) ;;
-*) echo "usage: $0 1|2|3 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
+4) sections=(throughput pipeline) ;;
+*) echo "usage: $0 1|2|3|4 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
 esac
 start=$(date +%s)
 timeout -k 10 "$LIMIT" bash -c '
