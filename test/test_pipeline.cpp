@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "test/memory_check.h"
 #include "test/model_shapes.h"
 #include "test/test_util.h"
 #include "zero/base/rng.h"
@@ -172,17 +173,8 @@ static PpResult run_case(const PpCase& c) {
                 if (step != c.steps - 1) continue;
 
                 // memory: the predictor against the accountant, every arena and phase
-                const MemCounts* got[4] = {&mem.reserved_bytes(), &live_fwd, &live_bwd, &live_step};
-                const MemCounts* want[4] = {&pred.reserved, &pred.after_forward, &pred.after_backward, &pred.after_step};
-                const char* phase[4] = {"reserved", "after forward", "after backward", "after step"};
-                for (int ph = 0; ph < 4; ph++)
-                    for (Arena a : {Arena::Device, Arena::Host}) {
-                        double g = (double)got[ph]->total(a), w = (double)want[ph]->total(a);
-                        // (reserved within 2%: the predictor sizes the norm's partial sums by data rank 0's pieces)
-                        EXPECT(ph == 0 ? std::fabs(g - w) <= 0.02 * w : g == w,
-                               "%s rank %d (stage %d) %s %s: accountant %.0f bytes, predictor %.0f", name.c_str(), rank,
-                               st, phase[ph], arena_name(a), g, w);
-                    }
+                const std::string who = name + " rank " + std::to_string(rank) + " (stage " + std::to_string(st) + ")";
+                expect_memory_as_predicted(mem.reserved_bytes(), live_fwd, live_bwd, live_step, pred, who);
                 // data-parallel bytes: ZeRO's formulas on the stage's units (see the header)
                 ShardPlan sp(layout.unit_specs(), d, SHARD_ALIGN);
                 const double psi = (double)sp.full_numel, P0 = layout.has_embed() ? (double)sp.padded[0] : 0.0;

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "test/memory_check.h"
 #include "test/model_shapes.h"
 #include "test/test_util.h"
 #include "zero/base/rng.h"
@@ -159,19 +160,8 @@ static TpResult run_case(const TpCase& c) {
 
                 if (step != STEPS - 1) continue;
                 // memory: the predictor against the accountant, every arena and phase
-                const MemCounts* got[4] = {&mem.reserved_bytes(), &live_fwd, &live_bwd, &live_step};
-                const MemCounts* want[4] = {&pred.reserved, &pred.after_forward, &pred.after_backward,
-                                            &pred.after_step};
-                const char* phase[4] = {"reserved", "after forward", "after backward", "after step"};
-                // (reserved: within 2%, as test_zero_memory holds it: the predictor sizes the
-                // norm's partial sums by rank 0's piece count, which other ranks' differ from)
-                for (int ph = 0; ph < 4; ph++)
-                    for (Arena a : {Arena::Device, Arena::Host}) {
-                        double g = (double)got[ph]->total(a), w = (double)want[ph]->total(a);
-                        EXPECT(ph == 0 ? std::fabs(g - w) <= 0.02 * w : g == w,
-                               "%s rank %d %s %s: accountant %.0f bytes, predictor %.0f", name.c_str(), rank,
-                               phase[ph], arena_name(a), g, w);
-                    }
+                expect_memory_as_predicted(mem.reserved_bytes(), live_fwd, live_bwd, live_step, pred,
+                                           name + " rank " + std::to_string(rank));
                 if (rank == 0) result.host_activations = mem.reserved_bytes().get(Arena::Host, MemKind::Activations);
                 ShardPlan plan(layout.unit_specs(), d, SHARD_ALIGN);
                 double psi_t = (double)plan.full_numel;
