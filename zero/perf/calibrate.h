@@ -224,8 +224,10 @@ std::function<void()> prepare(const StepOp& op, Buffers<T>& b, const KernelCtx& 
 }
 
 // Every op key of `ops` timed while `ranks` threads run it at once, each with `threads` threads.
+// Each rank's kernel context is the run's own (the scratch of q's micro-batch, width and heads).
 template <typename T>
-void time_kernels(const std::vector<StepOp>& ops, int ranks, int threads, std::map<std::string, double>& out) {
+void time_kernels(const std::vector<StepOp>& ops, const MemoryQuery& q, int ranks, int threads,
+                  std::map<std::string, double>& out) {
     ThreadBarrier barrier(ranks);
     std::vector<std::vector<double>> seconds(ranks, std::vector<double>(ops.size()));
     std::vector<std::thread> pool;
@@ -233,7 +235,8 @@ void time_kernels(const std::vector<StepOp>& ops, int ranks, int threads, std::m
         pool.emplace_back([&, r] {
             set_threads(threads);
             MemoryAccountant mem(r);
-            KernelCtx ctx = create_kernel_ctx(mem, 1, 64, 1);
+            KernelCtx ctx =
+                create_kernel_ctx(mem, (size_t)q.micro_batch * q.seq_len, q.cfg.channels, q.cfg.num_heads);
             std::unique_ptr<CpuAdamW> cpu_adam;
             std::vector<int> host_tokens;
             for (size_t i = 0; i < ops.size(); i++) {
@@ -343,7 +346,7 @@ void calibrate_profile(const std::string& path, const MemoryQuery& q, int world,
             for (const StepOp& t : todo) seen = seen || t.key() == op.key();
             if (!seen) todo.push_back(op);
         }
-    time_kernels<T>(todo, ranks, threads, p.kernels[ctx]);
+    time_kernels<T>(todo, q, ranks, threads, p.kernels[ctx]);
     int timed = (int)todo.size();
     for (const auto& g : calls) {
         std::string cctx = "N" + std::to_string(world) + "g" + std::to_string(g.first);

@@ -62,18 +62,20 @@ inline std::vector<std::string> cpu_check_runs() {
 inline std::vector<std::string> gpu_check_runs() {
     const std::string s = "-p bf16 -t 1024 ";
     return {
+        // sizes and arrangements interleaved, so that a call cut short by its
+        // time limit has still checked a spread of them (the profile is saved after each run)
         s + "-e d12 -b 16 -z 1",
-        s + "-e d12 -b 16 -z 0",
-        s + "-e d12 -b 16 -z 2",
-        s + "-e d12 -b 16 -z 3",
-        s + "-e d12 -b 8 --ranks 2 -z 2",
-        s + "-e d12 -b 4 --ranks 4 -z 3",
-        s + "-e d12 -b 2 --ranks 8 -z 1",
-        s + "-e d12 -b 8 --ranks 4 --tp 2 -z 1",
-        s + "-e d12 -b 16 -z 2 --offload_optimizer cpu",
-        s + "-e d24 -b 8 -z 1",
-        s + "-e d36 -b 4 -z 3 -r 2",
         s + "-e d48 -b 4 -z 2",
+        s + "-e d24 -b 8 -z 1",
+        s + "-e d12 -b 8 --ranks 2 -z 2",
+        s + "-e d36 -b 4 -z 3 -r 2",
+        s + "-e d12 -b 4 --ranks 4 -z 3",
+        s + "-e d12 -b 16 -z 2 --offload_optimizer cpu",
+        s + "-e d12 -b 8 --ranks 4 --tp 2 -z 1",
+        s + "-e d12 -b 2 --ranks 8 -z 1",
+        s + "-e d12 -b 16 -z 0",
+        s + "-e d12 -b 16 -z 3",
+        s + "-e d12 -b 16 -z 2",
         s + "-e d48 -b 4 -z 2 --offload_optimizer cpu --offload_grad_accum device -d 65536",
     };
 }
@@ -127,6 +129,7 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
             for (const auto& c : one.kernels) all.kernels[c.first].insert(c.second.begin(), c.second.end());
             for (const auto& c : one.collectives) all.collectives[c.first].insert(c.second.begin(), c.second.end());
             if (all.device.empty()) all = Profile(one), all.path.clear();
+            save_profile(all, s.profile);  // after every run: a check stopped part-way keeps what it measured
         }
         if (cal.status || run.status || pred.status) {
             std::string err = line_with(cal.output + run.output + pred.output, "error:");
@@ -140,7 +143,6 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
                  total, flags.c_str(), p.predicted, p.measured, 100 * p.error());
         progress(line + time_left(clock.seconds(), k, total));
     }
-    if (!all.device.empty()) save_profile(all, s.profile);
     return pts;
 }
 
