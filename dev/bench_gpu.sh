@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU measurements in sections, each alone under 8 minutes on an H100, each
-# appending its rows to $OUT/summary.txt. A lent GPU has 30 minutes of device
+# appending its rows to $OUT/summary.txt. A lent GPU has 15 minutes of device
 # time: run `dev/gpu_preflight.sh` first, then sections in the order `plan` gives.
 #
 #   bash dev/bench_gpu.sh plan            the order and expected minutes
@@ -82,22 +82,22 @@ run_section() {
 case "$1" in
 plan)
     cat <<'PLAN'
-A 30-minute GPU session (device time counts from the first call, start-up included).
-Minutes per section as measured on an H100 on 2026-11-23 (dev/gpu_notes.md):
-preflight 1.2, tests 3.5, kernels 1.5 (layernorm alone ~0.5), llmc 0.6,
-sanitize 7 (racecheck alone ~3), offload ~6 (was 9.3 before its d48 runs were cut to 6 steps),
-largest 8+, homework 1.5, memory 2.7, interop ~6 (make reproduce at most 5).
+A 15-minute GPU session (device time counts from the first call, start-ups included;
+a cold start took ~30 s on 2026-11-25). Minutes per section as measured on an H100
+(dev/gpu_notes.md): preflight 1.1, tests 3.5, kernels 1.5 (layernorm alone 0.25), llmc 0.6,
+sanitize 7 (racecheck alone ~3), offload ~6, largest 8+, homework 1.5, memory 2.7,
+interop ~6 (make reproduce at most 5), throughput 6.1, pipeline 0.3.
 A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
-under one time limit, then `pack`, and prints the summary last:
-  call 1   dev/gpu_preflight.sh; SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
-  call 2   dev/bench_gpu.sh offload memory
-  call 3   dev/bench_gpu.sh largest homework
-  call 4   dev/bench_gpu.sh throughput pipeline (~9: the step-time model's calibration and check,
-           the emulated 3-D grid; neither has run on a GPU yet)
+under one deadline, then `pack`, and prints the summary last; about one and a half
+calls fit a session, so each session takes the first calls not yet run:
+  call 1   dev/bench_gpu.sh pipeline throughput (both ran 2026-11-25)
+  call 2   SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
+  call 3   dev/bench_gpu.sh offload memory
+  call 4   dev/bench_gpu.sh largest homework
   (interop, scale, kernels, llmc: where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
-warm, the build is still there. A cold call starts a bare machine (~1 min) and
-must rebuild (dev/gpu_preflight.sh). End every call with `pack`: the device tool
+warm, the build is still there. A cold call starts a bare machine and
+rebuilds (dev/gpu_preflight.sh, inside the call's deadline). End every call with `pack`: the device tool
 brings back at most 8 files. Carry: data/mobydick data/gpt2_tokenizer.bin .carry
 PLAN
     ;;

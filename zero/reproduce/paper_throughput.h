@@ -30,6 +30,7 @@ struct ClusterRun {
     bool offload = false;            // optimizer offload, and at stage 3 parameter offload (one-GPU study)
     int batch = 0;                   // 0: the largest that fits
     int recompute = 2;               // every block's input checkpointed (the paper's setting)
+    int micro_steps = 1;             // gradient accumulation (offload: added up on the device)
 };
 
 struct ClusterPoint {
@@ -46,6 +47,7 @@ inline MemoryQuery cluster_query(const ClusterRun& r, int batch) {
     q.dtype_bytes = 2, q.micro_batch = batch, q.seq_len = 1024, q.recompute = r.recompute;
     q.partition_activations = r.pa, q.offload_activations = r.pa_cpu;
     q.offload_optimizer = r.offload, q.offload_param = r.offload && r.stage == 3;
+    q.micro_steps = r.micro_steps, q.offload_grad_accum_device = r.offload && r.micro_steps > 1;
     return q;
 }
 
@@ -297,20 +299,23 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, std::vector<std::strin
         };
         rows.push_back(fmt("%.3g B", x) + "|" + cell(a) + "|" + cell(b) + "|" + cell(c));
     }
-    // this project's runs on an H100 (dev/gpu_notes.md, 2026-11-23), and the model at the same settings
-    StudySeries measured{"measured on an H100, 2026-11-23"}, same{"predicted at those settings"};
-    struct Run { int L, H, NH, stage, batch; bool offload; double tokens_per_s; };
-    const Run runs[] = {{12, 768, 12, 1, 16, false, 478343}, {12, 768, 12, 1, 64, false, 498085},
-                        {48, 1600, 25, 2, 4, false, 35826}, {48, 1600, 25, 2, 4, true, 3810}};
+    // this project's runs on an H100 (dev/gpu_notes.md, 2026-11-25), and the model at the same settings
+    StudySeries measured{"measured on an H100, 2026-11-25"}, same{"predicted at those settings"};
+    struct Run { int L, H, NH, stage, batch, micro_steps; bool offload; double tokens_per_s; };
+    const Run runs[] = {{12, 768, 12, 1, 16, 1, false, 476002}, {48, 1600, 25, 2, 4, 1, false, 35697},
+                        {48, 1600, 25, 2, 4, 16, false, 42218}, {48, 1600, 25, 2, 4, 16, true, 31520}};
     for (const Run& m : runs) {
         ClusterRun r;
         r.L = m.L, r.H = m.H, r.NH = m.NH, r.stage = m.stage, r.batch = m.batch, r.offload = m.offload;
+        r.micro_steps = m.micro_steps;
         r.recompute = 0;  // as those runs were
         ClusterPoint c = cluster_point(p, r);
+        std::string what = fmt("B %.0f", m.batch) + (m.micro_steps > 1 ? fmt(" x %.0f micro-steps", (double)m.micro_steps) : "") +
+                           (m.offload ? ", offload" : "");
         measured.x.push_back(c.params / 1e9), measured.y.push_back(m.tokens_per_s);
-        measured.notes.push_back(fmt("B %.0f", m.batch) + (m.offload ? ", offload" : ""));
+        measured.notes.push_back(what);
         same.x.push_back(c.params / 1e9), same.y.push_back(c.tokens_per_s), same.notes.push_back(measured.notes.back());
-        rows.push_back(fmt("%.3g B", c.params / 1e9) + fmt(" at B %.0f", m.batch) + (m.offload ? ", offload" : "") +
+        rows.push_back(fmt("%.3g B", c.params / 1e9) + " at " + what +
                        "|measured " + fmt("%.0f", m.tokens_per_s) + "|predicted " + fmt("%.0f", c.tokens_per_s) + "|" +
                        fmt("%+.0f%%", 100 * (c.tokens_per_s / m.tokens_per_s - 1)));
     }
@@ -349,12 +354,12 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "The paper's numbers, read from its figures, are drawn dashed beside; nothing is fitted to them.");
     rep.para("**How far to trust them.** Collectives follow the alpha-beta model of `zero/perf/collectives.h` on "
              "the specifications' bandwidths and NCCL's per-step latencies; kernels run at the efficiency (rate "
-             "over peak) their kind reached in a measured profile, applied to the V100's or H100's peak and memory "
-             "bandwidth: **an assumption, and the largest one**. The chain of profiles the efficiencies come from: "
-             "`" + chain + "`. Attention, the layernorms, AdamW and the classifier take the efficiencies this "
-             "project measured on an H100 (`h100.json`); the matmuls and the rest take the CPU build's calibration "
-             "on this machine, as no GPU calibration exists yet (`dev/bench_gpu.sh throughput` makes one): a CPU "
-             "reaches its peak at smaller matmuls than a GPU does, so the small matmuls are likely too fast here.");
+             "over peak) their kind reached in a measured profile, applied to the device's peak and memory "
+             "bandwidth. The chain of profiles the efficiencies come from: `" + chain + "`: every kernel of this "
+             "trainer timed on an H100 in its own shapes, as a fraction of that H100's best bf16 matmul and device "
+             "copy, which are also the H100 profiles' ceilings. The V100's ceilings are its datasheet's: that its "
+             "kernels reach the same fractions of them is **an assumption, and the largest one** (a V100's best "
+             "matmul falls short of its datasheet as the H100's does, so the V100 points are on the fast side).");
     std::vector<std::string> rows;
     std::vector<StudySeries> f2 = figure2(v100, 400, true, rows);
     write_study(dir, "paper_fig2", "Figure 2: throughput per GPU vs model size, 400 V100 (predicted)",
@@ -380,11 +385,10 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     study_table(rep, {"model", "ZeRO predicted", "paper", "baseline predicted", "paper"}, rows);
     rep.para("Where the model and the paper part: the predicted ZeRO runs at " + fmt("%.2f", ratio(f2[0], f2[2])) +
              " times the paper's throughput on average, the baseline at " + fmt("%.2f", ratio(f2[1], f2[3])) +
-             " times. Part of it is the kernel efficiencies: on the H100 this project measured, the same model "
-             "predicts " + fmt("%.2f", h100_ratio) + " times what its own GPT-2 runs without offload did (the one-GPU "
-             "rows below; with offload the gap is larger: that run's host side took about 1 s a step against the "
-             "0.3 s of its CPU AdamW, dev/gpu_notes.md): "
-             "the CPU's matmuls reach a larger share of their peak at these shapes than a GPU's do. The rest is the "
+             " times. Not the kernel efficiencies on the device they were measured on: on that H100 the same model "
+             "predicts " + fmt("%.2f", h100_ratio) + " times what this trainer's own GPT-2 runs without offload did "
+             "(the one-GPU rows below). Part of it is the V100's ceiling: the model takes its datasheet's 125 "
+             "TFLOP/s as its best matmul, where the H100's best reached 78% of its datasheet's. The rest is the "
              "paper's software of 2019 (Megatron-LM's separate softmax, bias, GELU and dropout kernels, which this "
              "trainer fuses or has not), and for the baseline, whose step beyond a node is mostly tensor-parallel "
              "all-reduces over the network, the collectives: the model moves them at the specifications' "
