@@ -62,6 +62,10 @@ train() {
     avg=$(grep -m 1 "average step time" "$OUT/runs/$name.log" | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/')
     mfu=$(grep "MFU" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*MFU +([0-9.]+)%.*/\1/')
     mem=$(grep "mem rank 0 device" "$OUT/runs/$name.log" | tail -n 1 | sed -E 's/.*peak +([0-9.]+).*/peak \1 MiB/')
+    # offloaded runs: the host arena the accountant reserved beside what the process held (VmHWM)
+    host=$(grep "mem rank 0 host" "$OUT/runs/$name.log" | tail -n 1 |
+        sed -nE 's/.*reserved +([0-9.]+).*process resident peak +([0-9.]+).*/; host reserved \1 MiB, process resident \2 MiB/p')
+    mem=$mem$host
     # offloaded runs: where the last step's host time went (device wait, host adds, norm, CPU AdamW)
     off=$(grep "offload rank 0" "$OUT/runs/$name.log" | tail -n 1 |
         sed -E 's/.*device ([0-9.]+) ms.*after it ([0-9.]+) ms.*norm ([0-9.]+) ms.*AdamW ([0-9.]+) ms.*/; host ms: device \1, adds \2, norm \3, AdamW \4/')
