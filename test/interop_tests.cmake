@@ -9,3 +9,8 @@ zero_test(NAME sample SOURCES test_sample.cpp
           ARGS ${CPU_TRAINER} ${REPO_ROOT}/dev/sample_reference.py ${REPO_ROOT}/data/gpt2_tokenizer.bin
           LABELS cpu)
 zero_test(NAME run_log SOURCES test_run_log.cpp ARGS ${CPU_TRAINER} LABELS cpu)
+# dev/bench_torch_gpt2.py (the torch.compile GPT-2 that dev/bench_gpu.sh section
+# `peers` times against ours on a GPU) in its tiny CPU mode with Debian's torch:
+# the final line's format, and that 2 steps train (test_bench_torch_gpt2.sh).
+zero_script_test(NAME bench_torch_gpt2 COMMAND sh "${REPO_ROOT}/test/test_bench_torch_gpt2.sh" "${REPO_ROOT}"
+                 LABELS cpu)
