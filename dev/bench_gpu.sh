@@ -19,6 +19,9 @@
 #   llmc      the first part of d12 alone: llm.c and ours at B 16 and 64, stage 1
 #   d12       GPT-2 124M side by side with karpathy/llm.c (carried in .carry/llm.c),
 #             B 16 and B 64, stages 0-3, fp16, 4 emulated ranks
+#   peers     the fair peers at d12, T 1024, bf16, B 16 and 64, 12 steps each: ours,
+#             llm.c built with cuDNN (.carry/llm.c, .carry/cudnn-frontend; cuDNN from
+#             dev/find_cudnn.sh) and dev/bench_torch_gpt2.py (torch.compile, fused AdamW)
 #   memory    d12, stages 0-3, 1 and 4 emulated ranks: accountant vs predictor vs the
 #             device's own used memory
 #   scale     d24 and d48, bf16 and fp16, stages 1 and 3
@@ -90,7 +93,8 @@ A 15-minute GPU session (device time counts from the first call, start-ups inclu
 a cold start took ~30 s on 2026-11-25). Minutes per section as measured on an H100
 (dev/gpu_notes.md): preflight 1.1, tests 3.5, kernels 1.5 (layernorm alone 0.25), llmc 0.6,
 sanitize 7 (racecheck alone ~3), offload ~6, largest 8+, homework 1.5, memory 2.7,
-interop ~6 (make reproduce at most 5), throughput 6.1, pipeline 0.3.
+interop ~6 (make reproduce at most 5), throughput 6.1, pipeline 0.3; peers ~4.5 (not yet
+measured: llm.c's cuDNN build ~1.5, its 2 runs 0.5, ours 0.3, torch.compile ~1 a batch size).
 A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
 under one deadline, then `pack`, and prints the summary last; about one and a half
 calls fit a session, so each session takes the first calls not yet run:
@@ -98,7 +102,8 @@ calls fit a session, so each session takes the first calls not yet run:
   call 2   SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
   call 3   dev/bench_gpu.sh offload memory
   call 4   dev/bench_gpu.sh largest homework
-  (interop, scale, kernels, llmc: where time is left)
+  (interop, scale, kernels, llmc, peers: where time is left; peers alone in a call
+   fits, ~4.5 minutes: `dev/bench_gpu.sh peers; dev/bench_gpu.sh pack`)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine and
 rebuilds (dev/gpu_preflight.sh, inside the call's deadline). End every call with `pack`: the device tool
@@ -214,6 +219,85 @@ d12|llmc)
     train d12_b4_z3_n4 $D -e d12 -b 4 -t 1024 -z 3 --ranks 4 -p bf16
     for z in 2 3; do row "d12 B16 stage $z / stage 1 tok/s" "$(ratio "$(tokps d12_b16_z$z)" "$(tokps d12_b16_z1)") (target >= 0.95)"; done
     grep -m 1 "measured matmul peak" "$OUT/runs/d12_b16_z1.log" | sed 's/^/  /'
+    ;;
+peers)
+    # the issue's fair peers: same GPU, same call, same data, batch and sequence
+    # length (d12, T 1024, bf16, B 16 and 64, 12 steps each): ours, llm.c built
+    # with cuDNN's flash attention, and PyTorch's GPT-2 under torch.compile
+    section "peers: d12, T 1024, bf16: ours, llm.c with cuDNN, torch.compile GPT-2"
+    need_build
+    D="-i data/mobydick/mobydick_train.bin"
+    LLMC=.carry/llm.c
+    FE=$PWD/.carry/cudnn-frontend/include
+    CUDA_DIR=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
+    llmc_bin= llmc_why= cudnn_lib=
+    if [ ! -d "$LLMC" ]; then llmc_why="no .carry/llm.c (dev/gpu_carry.sh)"
+    elif [ ! -d "$FE" ]; then llmc_why="no .carry/cudnn-frontend/include (dev/gpu_carry.sh)"
+    elif ! found=$(sh dev/find_cudnn.sh "$CUDA_DIR"); then llmc_why="no cuDNN (dev/find_cudnn.sh found none)"
+    else
+        read -r cudnn_inc cudnn_lib cudnn_file <<<"$found"
+        echo "cuDNN: $cudnn_inc, $cudnn_lib/$cudnn_file; frontend $FE"
+        # PyTorch's wheel has only libcudnn.so.9: -lcudnn links through a symlink
+        # folder, and the binary finds the library again by its rpath
+        link=$PWD/build/cudnn_link
+        mkdir -p "$link"
+        ln -sf "$cudnn_lib/$cudnn_file" "$link/libcudnn.so"
+        # llm.c's Makefile stops unless ./cudnn-frontend/include (or ~/cudnn-frontend) exists
+        [ -e "$LLMC/cudnn-frontend" ] || ln -s ../cudnn-frontend "$LLMC/cudnn-frontend"
+        # cudnn-frontend >= 1.2x compiles its own kernels with NVRTC: -lnvrtc.
+        # A binary of its own name, so that section llmc's (no cuDNN) stays apart
+        t0=$(date +%s)
+        (cd "$LLMC" && timeout "${LLMC_BUILD_TIMEOUT:-420}" make train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1 \
+            -j"$(nproc)" CUDNN_FRONTEND_PATH="$FE" NVCC_INCLUDES="-I$FE -I$cudnn_inc" \
+            NVCC_LDLIBS="-L$link -L$cudnn_lib -Xlinker -rpath=$cudnn_lib -lnvrtc" \
+            CUDA_OUTPUT_FILE="-o train_gpt2cu_cudnn") >"$OUT/llmc_cudnn_build.log" 2>&1
+        rc=$?
+        row "llm.c USE_CUDNN=1 build" "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)"), $(($(date +%s) - t0)) s"
+        if [ $rc = 0 ] && [ -x "$LLMC/train_gpt2cu_cudnn" ]; then llmc_bin=$LLMC/train_gpt2cu_cudnn
+        else
+            tail -n 20 "$OUT/llmc_cudnn_build.log"
+            llmc_why="cuDNN build failed: $(grep -m 1 -E 'error|Error' "$OUT/llmc_cudnn_build.log" | cut -c 1-120)"
+        fi
+    fi
+    for B in 16 64; do
+        # llm.c: -v and -s above the 12 steps (section llmc: `step % 0` is a
+        # SIGFPE), validation on the training shard (ours is smaller than B 64 x
+        # T 1024); tok/s: the mean of its last 8 steps (the first build cuDNN's graphs)
+        llmc=
+        if [ -n "$llmc_bin" ]; then
+            timeout 240 env LD_LIBRARY_PATH="$cudnn_lib:$CUDA_DIR/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+                "$llmc_bin" -e d12 -b $B -t 1024 -x 12 -v 100 -s 100 -h 0 -i data/mobydick/mobydick_train.bin \
+                -j data/mobydick/mobydick_train.bin -o "$OUT/runs/llmc_cudnn_b$B" >"$OUT/runs/llmc_cudnn_b$B.log" 2>&1
+            rc=$?
+            llmc=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 8 | sed -E 's/.*\| +([0-9]+) tok\/s.*/\1/' |
+                awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }')
+            llmc_mfu=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 1 | sed -nE 's/.*\| +([0-9.]+)% bf16 MFU.*/, MFU \1%/p')
+            if [ -n "$llmc" ]; then row "llm.c train_gpt2cu d12 B$B (cuDNN)" "$llmc tok/s$llmc_mfu"
+            else row "llm.c train_gpt2cu d12 B$B (cuDNN)" "FAILED ($rc): $(grep -m 1 -iE 'error|fault|abort' "$OUT/runs/llmc_cudnn_b$B.log" | cut -c 1-120)"; fi
+        else
+            row "llm.c train_gpt2cu d12 B$B (cuDNN)" "not run: $llmc_why"
+        fi
+        # ours: the train row carries tok/s, MFU and memory
+        train "peers_d12_b${B}_z1" $D -e d12 -b $B -t 1024 -z 1 -p bf16
+        # PyTorch: compilation in the first step; tok/s the median of steps 3-12
+        timeout "${TORCH_TIMEOUT:-300}" python3 dev/bench_torch_gpt2.py -B $B -T 1024 --steps 12 \
+            -i data/mobydick/mobydick_train.bin >"$OUT/runs/torch_gpt2_b$B.log" 2>&1
+        rc=$?
+        torch=$(sed -nE 's/^torch\.compile GPT-2: median ([0-9]+) tok\/s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log" | tail -n 1)
+        compile=$(sed -nE 's/^first step ([0-9.]+) s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log")
+        if [ -n "$torch" ]; then
+            row "torch.compile GPT-2 d12 B$B" "$torch tok/s (median of 10 steps); first step ${compile:-?} s (compilation)"
+        else
+            tail -n 15 "$OUT/runs/torch_gpt2_b$B.log"
+            row "torch.compile GPT-2 d12 B$B" "FAILED ($rc): $(grep -m 1 -E 'Error|error' "$OUT/runs/torch_gpt2_b$B.log" | cut -c 1-120)"
+        fi
+        ours=$(tokps "peers_d12_b${B}_z1")
+        row "d12 B$B ours / llm.c (cuDNN) tok/s" \
+            "$([ -n "$llmc" ] && ratio "$ours" "$llmc" || echo "- (llm.c did not run)") (target >= 1.0)"
+        row "d12 B$B ours / torch.compile tok/s" "$(ratio "$ours" "${torch:-0}") (target >= 1.2)"
+        mfu=$(grep "MFU" "$OUT/runs/peers_d12_b${B}_z1.log" | tail -n 1 | sed -nE 's/.*MFU +([0-9.]+)%.*/\1%/p')
+        row "d12 B$B ours: MFU" "${mfu:-?}"
+    done
     ;;
 memory)
     section "memory: accountant, predictor and cudaMemGetInfo (d12, B 4, T 1024, bf16)"
@@ -375,7 +459,7 @@ pack)  # the device tool brings back at most 8 files: everything but the summary
         mv /tmp/gpu_logs.tgz "$OUT/logs.tgz"
     return
     ;;
-*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc memory scale offload largest homework interop throughput pipeline pack)" >&2; exit 2 ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest homework interop throughput pipeline pack)" >&2; exit 2 ;;
 esac
 }
 
