@@ -25,8 +25,8 @@
 #   memory    d12, stages 0-3, 1 and 4 emulated ranks: accountant vs predictor vs the
 #             device's own used memory
 #   scale     d24 and d48, bf16 and fp16, stages 1 and 3
-#   offload   tokens/s with and without optimizer/parameter offload at d12 and d48;
-#             the CPU AdamW on this machine's cores
+#   offload   tokens/s with and without optimizer offload at d48 over 1, 4 and 16
+#             micro-steps (device accumulation, delayed update) and d12; the CPU AdamW
 #   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
 #   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
 #   throughput the step-time model on this GPU: make reproduce's check part (each
@@ -335,29 +335,34 @@ offload)
         timeout 120 build/bench_cpu_adamw >"$OUT/cpu_adamw.log" 2>&1
     tail -n 12 "$OUT/cpu_adamw.log"
     grep -E "params/s" "$OUT/cpu_adamw.log" | tail -n 4 | while read -r line; do row "cpu adamw" "$line"; done
-    section "offload: tokens/s with and without"
+    section "offload: tokens/s with and without, over tokens per step"
     need_build
-    for m in "d12 16" "d48 4"; do
-        set -- $m
-        for z in ${OFFLOAD_STAGES:-2 3}; do
-            STEPS=6 train "${1}_z${z}" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16
-            STEPS=6 train "${1}_z${z}_offopt" -e "$1" -b "$2" -t 1024 -z "$z" -p bf16 --offload_optimizer cpu
-            row "${1} stage $z offload_optimizer / none" "$(ratio "$(tokps "${1}_z${z}_offopt")" "$(tokps "${1}_z${z}")") (target >= 0.8 at d48)"
-        done
-        STEPS=6 train "${1}_z3_offall" -e "$1" -b "$2" -t 1024 -z 3 -p bf16 --offload_optimizer cpu --offload_param cpu
+    # d48 (1.5B), stage 2, B 4, T 1024, at 1, 4 and 16 micro-steps: no offload;
+    # optimizer offload with the micro-steps added on the device; and the same
+    # with the delayed parameter update after one ordinary step (the CPU AdamW of
+    # step t beside step t+1's forward and backward). Then host accumulation at 16.
+    delay=
+    ./train_gpt2_zero --help 2>&1 | grep -q -- --offload_delay_steps && delay="--offload_delay_steps 1"
+    for d in 4096 16384 65536; do
+        base=(-e d48 -b 4 -t 1024 -d "$d" -z 2 -p bf16)
+        STEPS=6 train "d48_d${d}" "${base[@]}"
+        STEPS=6 train "d48_d${d}_off" "${base[@]}" --offload_optimizer cpu --offload_grad_accum device
+        row "d48 stage 2 -d $d offload / none" "$(ratio "$(tokps "d48_d${d}_off")" "$(tokps "d48_d${d}")") (target >= 0.8)"
+        if [ -n "$delay" ]; then
+            STEPS=6 train "d48_d${d}_dpu" "${base[@]}" --offload_optimizer cpu --offload_grad_accum device $delay
+            row "d48 stage 2 -d $d offload, delayed update / none" \
+                "$(ratio "$(tokps "d48_d${d}_dpu")" "$(tokps "d48_d${d}")") (target >= 0.8)"
+        fi
     done
-    # d48 with 16 micro-steps per step: the CPU AdamW is paid once per step, the
-    # gradients' trip to the host once per micro-step (host accumulation) or
-    # once per step (--offload_grad_accum device)
-    STEPS=4 train d48_z2_d64k -e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16
-    STEPS=4 train d48_z2_d64k_offopt -e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16 --offload_optimizer cpu
-    row "d48 stage 2 -d 65536 offload_optimizer / none" "$(ratio "$(tokps d48_z2_d64k_offopt)" "$(tokps d48_z2_d64k)") (target >= 0.8)"
-    if ./train_gpt2_zero --help 2>&1 | grep -q -- --offload_grad_accum; then
-        STEPS=4 train d48_z2_d64k_offopt_dev -e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16 --offload_optimizer cpu \
-            --offload_grad_accum device
-        row "d48 stage 2 -d 65536 offload (accumulate on device) / none" \
-            "$(ratio "$(tokps d48_z2_d64k_offopt_dev)" "$(tokps d48_z2_d64k)") (target >= 0.8)"
-    fi
+    STEPS=4 train d48_d65536_off_host -e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16 --offload_optimizer cpu
+    row "d48 stage 2 -d 65536 offload, host accumulation / none" \
+        "$(ratio "$(tokps d48_d65536_off_host)" "$(tokps d48_d65536)")"
+    # GPT-2 124M, where the GPU step is short against the CPU AdamW of 124M parameters
+    STEPS=6 train d12_b16 -e d12 -b 16 -t 1024 -z 2 -p bf16
+    STEPS=6 train d12_b16_off -e d12 -b 16 -t 1024 -z 2 -p bf16 --offload_optimizer cpu
+    [ -n "$delay" ] && STEPS=6 train d12_b16_dpu -e d12 -b 16 -t 1024 -z 2 -p bf16 --offload_optimizer cpu $delay
+    row "d12 B 16 stage 2 offload / none; delayed update / none" \
+        "$(ratio "$(tokps d12_b16_off)" "$(tokps d12_b16)"); $(ratio "$(tokps d12_b16_dpu)" "$(tokps d12_b16)")"
     ;;
 largest)
     section "largest GPT-2-shaped model for 20 steps (C 4096, 32 heads, L raised)"

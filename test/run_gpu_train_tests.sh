@@ -13,7 +13,12 @@
 #      and 3, with and without --sp) emulated on the GPU gives the CPU build's
 #      losses for the same grid (fp32, 1e-5; bf16 within 1e-2 of them);
 #   5. a checkpoint saved on the GPU (stage 3, 2 ranks, bf16) and resumed there
-#      ends bit-identical to the uninterrupted run.
+#      ends bit-identical to the uninterrupted run;
+#   6. optimizer offload on the GPU (stages 2 and 3, 2 ranks, 2 micro-steps,
+#      added on the host or on the device, and with the delayed parameter
+#      update, whose CPU AdamW runs on its own thread beside the next step's
+#      kernels) gives the CPU build's losses (fp32, 1e-5): an update read or
+#      written out of order on the GPU would not.
 #
 #   test/run_gpu_train_tests.sh [REPO_ROOT]
 set -u
@@ -129,5 +134,19 @@ for f in model.bin optim_rank00000.bin optim_rank00001.bin; do
         fail "resumed at step 5, step 10's $f differs from the uninterrupted run's"
 done
 echo "resumed from step 5: step 10's model and optimizer files equal the uninterrupted run's"
+
+echo "== 6. optimizer offload on the GPU, the delayed parameter update too"
+for z in 2 3; do
+    for extra in "--offload_grad_accum host" "--offload_grad_accum device" \
+                 "--offload_grad_accum device --offload_delay_steps 2"; do
+        name="offload_z${z}_$(echo "$extra" | tr -d ' -' | tr -c 'a-z0-9\n' '_')"
+        grid=(-z "$z" --ranks 2 -b 4 -d 1024 -p fp32 --offload_optimizer cpu $extra)
+        run "gpu_$name" "$GPU" "${grid[@]}"
+        run "cpu_$name" "$CPU" "${grid[@]}"
+        printf "%s: " "$name"
+        compare "$WORK/gpu_$name/main.log" "$WORK/cpu_$name/main.log" 1e-5 ||
+            fail "stage $z offload ($extra): GPU and CPU differ"
+    done
+done
 
 echo "all GPU training checks passed"
