@@ -319,14 +319,22 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
                    pipeline_schedule_name(run.schedule), run.micro_steps, run.pipeline.text().c_str(), P - 1,
                    o.zero_stage, run.dp);
         }
-        std::string accum = offload_grad_accum_text(o, run);
+        std::string accum = offload_grad_accum_text(o, run), delay = offload_delay_text(run);
         if (!accum.empty()) printf("%s\n", accum.c_str());
+        if (!delay.empty()) printf("%s\n", delay.c_str());
     }
     double total_ms = 0.0;
     int timed_steps = 0;
     std::vector<MicroBatch> micro_batches(run.micro_steps);  // a pipeline step's tokens, kept to each backward
     for (int step = start_step; step <= total_steps; step++) {
         bool last = step == total_steps;
+        // (-x 0: the initial model is the checkpoint; -n -1: no checkpoints)
+        bool checkpoint = !o.output_dir.empty() && o.checkpoint_every >= 0 && (step > start_step || total_steps == 0) &&
+                          (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0));
+        // with --offload_delay_steps the device computes one update behind; a
+        // checkpoint and the end see every update (validation and samples between
+        // them see the parameters the device trains with)
+        if (checkpoint || last) zero.apply_pending_update();
         if (have_val && (step % o.val_every == 0 || last)) {
             double val_loss = evaluate();
             if (rank0) {
@@ -337,10 +345,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         }
         if (o.sample_every > 0 && (step % o.sample_every == 0 || last) && step > 0)
             print_sample(model, tokenizer.get(), o.gen_tokens, o.seed + step, rank0, pipeline.get());
-        // (-x 0: the initial model is the checkpoint; -n -1: no checkpoints)
-        if (!o.output_dir.empty() && o.checkpoint_every >= 0 && (step > start_step || total_steps == 0) &&
-            (last || (o.checkpoint_every > 0 && step % o.checkpoint_every == 0)))
-            save(step);
+        if (checkpoint) save(step);
         if (last) break;
 
         // ---- one optimizer step

@@ -3,7 +3,8 @@
 //     N' ranks at stage s', element for element (unit test of the arithmetic);
 //   * resume with the trainer: bit-exact at the same world size and stage; across
 //     stages bit-exact too (at a fixed N the stages are bit-identical); across
-//     world sizes within the 1e-5 of differently ordered sums;
+//     world sizes within the 1e-5 of differently ordered sums; with a delayed
+//     parameter update (--offload_delay_steps) bit-exact too;
 //   * consolidation: one fp32 model file from the shards, equal to the model;
 //   * integrity: resume verifies every file against the checkpoint's manifest
 //     and falls back to the previous checkpoint, saying why (a missing, truncated
@@ -16,6 +17,7 @@
 //     model, no checkpoint that verifies, a world larger than a unit.
 //
 // usage: test_checkpoint <path to train_gpt2_zero_cpu>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -166,6 +168,34 @@ int main(int argc, char** argv) {
                                optim_file(checkpoint_dir(resumed.out, 10), r)),
                "optimizer shard %d differs after resume", r);
     EXPECT(straight.train_losses == resumed.train_losses, "losses differ after resume");
+
+    // the delayed parameter update (--offload_delay_steps 2): a checkpoint holds
+    // every update and the step after it starts the delay again, so a run
+    // resumed from it continues the uninterrupted one (checkpointing at the same
+    // steps) bit for bit; its first W + 1 steps are the undelayed run's
+    auto delayed = [&](const std::string& out, int steps) {
+        TrainerRun r = training(out, 2, 2, steps);
+        r.offload_optimizer = true;
+        r.checkpoint_every = 4;
+        r.extra += " --offload_delay_steps 2";
+        return r;
+    };
+    RunResult delayed_straight = delayed("delayed_straight", 10).run();
+    delayed("delayed_resumed", 4).run();
+    TrainerRun delayed_resuming = delayed("delayed_resumed", 10);
+    delayed_resuming.resume = true;
+    RunResult delayed_resumed = delayed_resuming.run();
+    EXPECT(files_identical(delayed_straight.model_at(10), delayed_resumed.model_at(10)) &&
+               delayed_straight.train_losses == delayed_resumed.train_losses,
+           "resume with a delayed update is not bit-exact");
+    for (int r = 0; r < 2; r++)
+        EXPECT(files_identical(optim_file(checkpoint_dir(delayed_straight.out, 10), r),
+                               optim_file(checkpoint_dir(delayed_resumed.out, 10), r)),
+               "optimizer shard %d differs after resume with a delayed update", r);
+    const std::vector<double>& dl = delayed_straight.train_losses;
+    EXPECT(dl.size() == 10 && std::equal(dl.begin(), dl.begin() + 3, straight.train_losses.begin()) &&
+               dl[3] != straight.train_losses[3],
+           "the delayed update's first 3 losses should be the undelayed run's, and the 4th not");
 
     // another stage at the same N: still bit-exact
     training("stage_to_stage", 3, 2, 5).run();

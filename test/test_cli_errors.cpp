@@ -7,6 +7,8 @@
 //   * two models to start from (-e and --from_hf);
 //   * --offload_grad_accum: a value other than host or device, and device
 //     without optimizer offload;
+//   * --offload_delay_steps: negative, without optimizer offload, with
+//     parameter offload;
 //   * --predict on a missing or malformed profile, on no nodes, with a
 //     tensor-parallel degree the cluster's devices do not divide; --calibrate
 //     into a profile from specifications;
@@ -55,6 +57,10 @@ int main(int argc, char** argv) {
     expect_error("-z 2 --offload_optimizer cpu --offload_grad_accum gpu",
                  "--offload_grad_accum must be host or device (got 'gpu')");
     expect_error("-z 2 --offload_grad_accum device", "--offload_grad_accum device needs --offload_optimizer cpu");
+    expect_error("-z 2 --offload_optimizer cpu --offload_delay_steps -1", "--offload_delay_steps must be 0 or more");
+    expect_error("-z 2 --offload_delay_steps 2", "--offload_delay_steps needs --offload_optimizer cpu");
+    expect_error("-z 3 --offload_optimizer cpu --offload_param cpu --offload_delay_steps 2",
+                 "--offload_delay_steps cannot be used with --offload_param cpu");
     std::string trainer = trainer_from_args(argc, argv);
     const std::string spec = trainer.substr(0, trainer.rfind('/') + 1) + "zero/perf/profiles/v100_dgx2.json";
     expect_error("--predict " + dir + "/none.json", "none.json");

@@ -12,7 +12,10 @@
 //     along its chain;
 //   the step's FLOPs: the schedule's matmuls and attention equal
 //     6 (12 L C^2 + Vp C) + 6 L C T per token, plus the recomputed forward;
-//   the predictor without Pa keeps every layer's whole input.
+//   the predictor without Pa keeps every layer's whole input;
+//   the delayed parameter update: with only kernels and the CPU AdamW taking
+//     time, an offloaded step is their sum, and max(kernels, AdamW) with
+//     --offload_delay_steps (the AdamW overlaps the next step's kernels).
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -273,6 +276,30 @@ static void predictor_without_pa() {
            without - with);
 }
 
+static void delayed_update() {
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=3,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 2, q.micro_batch = 2, q.seq_len = 32, q.micro_steps = 2, q.world = 2, q.stage = 2;
+    q.offload_optimizer = true;
+    for (double adamw_share : {0.5, 2.0})  // the AdamW's time over the kernels'
+        for (bool delayed : {false, true}) {
+            q.offload_delay = delayed;
+            StepSchedule s = step_schedule(q, 2);
+            std::vector<double> d(s.ops.size(), 0.0);
+            double kernels = 0, adamw = 0, ops = 0;  // in step 1
+            for (size_t i = 0; i < s.ops.size(); i++)
+                if (s.ops[i].lane == Lane::Compute) d[i] = 1e-3, kernels += s.ops[i].step;
+            for (size_t i = 0; i < s.ops.size(); i++) ops += s.ops[i].step && base_kind(s.ops[i].kind) == "cpu_adamw";
+            for (size_t i = 0; i < s.ops.size(); i++)
+                if (base_kind(s.ops[i].kind) == "cpu_adamw") d[i] = adamw_share * kernels * 1e-3 / ops;
+            kernels *= 1e-3, adamw = adamw_share * kernels;
+            std::vector<double> e = lay_out({s}, {d}, false)[0];
+            double want = delayed ? std::max(kernels, adamw) : kernels + adamw;
+            EXPECT(near(e[1] - e[0], want, 1e-9), "%s, AdamW %.1f x the kernels: step %.6g s, want %.6g",
+                   delayed ? "delayed" : "undelayed", adamw_share, e[1] - e[0], want);
+        }
+}
+
 int main() {
     collectives();
     layout_in_time();
@@ -281,5 +308,6 @@ int main() {
     step_flops_and_sums();
     specification_profiles();
     predictor_without_pa();
+    delayed_update();
     return test_summary("perf_model");
 }

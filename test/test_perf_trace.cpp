@@ -4,7 +4,9 @@
 // comm_trace_rank<r>.csv: every collective and host transfer as issued, with
 // its group, bytes and unit) must equal, entry by entry, the collectives and
 // transfers of zero/perf/step_ops.h's schedule for the same flags, which the
-// test derives the way the trainer does (parse_flags, make_run_setup).
+// test derives the way the trainer does (parse_flags, make_run_setup). With
+// --offload_delay_steps W the trainer's first W steps are undelayed, its step
+// W the model's first delayed step (nothing pending) and later ones its second.
 //
 // usage: test_perf_trace <train_gpt2_zero_cpu>
 #include <sstream>
@@ -17,8 +19,8 @@
 
 namespace {
 
-// The schedule's traced entries ("op group bytes unit") of one step, of the stage of `rank`.
-std::vector<std::string> model_entries(const std::string& flags, int rank) {
+// The schedule's traced entries ("op group bytes unit") of step `step` (0 or 1), of the stage of `rank`.
+std::vector<std::string> model_entries(const std::string& flags, int rank, int step = 0) {
     std::vector<std::string> words;
     std::istringstream in("trainer " + flags);
     for (std::string w; in >> w;) words.push_back(w);
@@ -27,10 +29,10 @@ std::vector<std::string> model_entries(const std::string& flags, int rank) {
     TrainOptions o;
     parse_flags((int)argv.size(), argv.data(), o);
     RunSetup run = make_run_setup(o);
-    StepSchedule s = step_schedule(run.memory_query(o, run.grid().stage(rank)), 1);
+    StepSchedule s = step_schedule(run.memory_query(o, run.grid().stage(rank)), step + 1);
     std::vector<std::string> out;
     for (const StepOp& op : s.ops)
-        if (op.collective() || op.transfer() || op.p2p())
+        if (op.step == step && (op.collective() || op.transfer() || op.p2p()))
             out.push_back(op.kind + " " + op.group + " " + std::to_string(op.bytes) + " " + std::to_string(op.unit));
     return out;
 }
@@ -55,6 +57,7 @@ int main(int argc, char** argv) {
     struct Case {
         int ranks;
         std::string flags;
+        int delay = 0;  // --offload_delay_steps
     } cases[] = {
         {1, "-z 0"},
         {2, "-z 0 -d 384"},
@@ -75,14 +78,19 @@ int main(int argc, char** argv) {
         {4, "-z 2 --pp 2 --tp 2 -d 256 --offload_optimizer cpu"},
         {4, "-z 3 --pp 2 -d 512 -r 2"},
         {4, "-z 3 --pp 2 --tp 2 --sp 1 -d 256 --offload_optimizer cpu --offload_param cpu"},
+        {2, "-z 1 --offload_optimizer cpu", 1},
+        {2, "-z 2 -d 384 --offload_optimizer cpu --offload_grad_accum device", 2},
+        {2, "-z 3 -d 384 --offload_optimizer cpu", 1},
     };
     int compared = 0;
     for (const Case& c : cases) {
         TrainerRun run = base;
         run.model = TINY_4_LAYERS, run.train = dir + "/train.bin", run.ranks = c.ranks;
-        run.micro_batch = 2, run.seq_len = 32, run.steps = 2, run.mem_report = true;
+        const int steps = c.delay ? c.delay + 2 : 2;
+        const std::string delay = c.delay ? " --offload_delay_steps " + std::to_string(c.delay) : "";
+        run.micro_batch = 2, run.seq_len = 32, run.steps = steps, run.mem_report = true;
         run.out = dir + "/run" + std::to_string(compared);
-        run.extra = c.flags + " -n -1";
+        run.extra = c.flags + delay + " -n -1";
         RunResult r = run.run();
         if (r.status != 0) continue;
         std::string flags = "-e " + std::string(TINY_4_LAYERS) + " -b 2 -t 32 --ranks " + std::to_string(c.ranks) + " " +
@@ -92,18 +100,19 @@ int main(int argc, char** argv) {
             std::vector<std::string> want = model_entries(flags, rank);
             EXPECT(want.size() > 4, "%s: the model lists %zu entries", flags.c_str(), want.size());
             entries += want.size();
-            for (int step = 1; step <= 2; step++) {
+            for (int step = 1; step <= steps; step++) {
+                if (c.delay && step > c.delay) want = model_entries(flags + delay, rank, step > c.delay + 1);
                 std::vector<std::string> got = trace_entries(run.out, rank, step);
                 size_t first = 0;
                 while (first < got.size() && first < want.size() && got[first] == want[first]) first++;
                 bool same = got.size() == want.size() && first == got.size();
                 EXPECT(same, "%s, rank %d, step %d: %zu traced, %zu modelled; first difference at entry %zu: "
-                       "traced '%s', modelled '%s'", flags.c_str(), rank, step, got.size(), want.size(), first,
+                       "traced '%s', modelled '%s'", (flags + delay).c_str(), rank, step, got.size(), want.size(), first,
                        first < got.size() ? got[first].c_str() : "(none)",
                        first < want.size() ? want[first].c_str() : "(none)");
             }
         }
-        printf("%-90s %zu entries per step over the ranks: equal\n", flags.c_str(), entries);
+        printf("%-90s %zu entries per step over the ranks: equal\n", (flags + delay).c_str(), entries);
         compared++;
     }
     EXPECT(compared == (int)(sizeof(cases) / sizeof(cases[0])), "%d of the runs compared", compared);

@@ -7,6 +7,8 @@ zero_test(NAME shard_plan SOURCES test_shard_plan.cpp)
 zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
 zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_TRAINER})
+# the delayed parameter update (--offload_delay_steps) bit for bit against the engine driven by its rule
+zero_test(NAME delayed_update SOURCES test_delayed_update.cpp)
 zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})
 # kill -9 at random moments during a run that checkpoints every step, then resume:
 # bit-identical to the uninterrupted run; another run's directory refused or overwritten, never mixed

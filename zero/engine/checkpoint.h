@@ -311,6 +311,7 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     const ParamLayout& layout = zero.layout;
     const ParamLayout whole(layout.cfg, 1);  // model.bin is of the full model whatever t
     const bool rank0 = world.rank == 0;
+    zero.apply_pending_update();  // a delayed update's AdamW into master, m, v and the parameters
     const std::string final_dir = checkpoint_dir(output_dir, rs.step);
     const std::string dir = checkpoint_staging_dir(output_dir, rs.step);
     if (rank0) {

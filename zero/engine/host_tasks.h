@@ -6,7 +6,10 @@
 // In the CUDA build one worker thread per rank runs the tasks in order, each
 // after cudaEventSynchronize on its event. In the CPU build every copy has
 // already happened when the task is submitted, so the task runs at once, on the
-// caller's thread, in the same order.
+// caller's thread, in the same order. A HostTasks made with run_late holds its
+// tasks instead and runs them at wait() or drain(), on the waiting thread: as
+// late as a worker could run them, so that the CPU build's tests see what a
+// slow worker would (the delayed parameter update's AdamW, zero_engine.h).
 #pragma once
 
 #include <condition_variable>
@@ -20,7 +23,7 @@
 
 class HostTasks {
   public:
-    HostTasks() {
+    explicit HostTasks(bool run_late_ = false) : run_late(run_late_) {
 #ifdef ZERO_CUDA
         // The worker drives the same GPU as the rank that made it (a new thread
         // starts on device 0, whatever the rank's local rank).
@@ -59,8 +62,10 @@ class HostTasks {
         return id;
 #else
         (void)after;
-        fn();
-        return submitted++;
+        late.push_back(std::move(fn));
+        uint64_t id = submitted++;
+        if (!run_late) wait(id);
+        return id;
 #endif
     }
 
@@ -70,7 +75,12 @@ class HostTasks {
         std::unique_lock<std::mutex> lock(mu);
         done_cv.wait(lock, [&] { return completed > id; });
 #else
-        (void)id;
+        while (completed <= id) {
+            std::function<void()> fn = std::move(late.front());
+            late.pop_front();
+            fn();
+            completed++;
+        }
 #endif
     }
 
@@ -107,9 +117,11 @@ class HostTasks {
     std::mutex mu;
     std::condition_variable cv, done_cv;
     std::deque<Task> queue;
-    uint64_t completed = 0;
     bool stopping = false;
     std::thread worker;
+#else
+    std::deque<std::function<void()>> late;  // submitted, not yet run
 #endif
-    uint64_t submitted = 0;
+    const bool run_late;  // the CPU build: run tasks at wait(), not at submit()
+    uint64_t submitted = 0, completed = 0;
 };

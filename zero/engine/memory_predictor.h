@@ -13,7 +13,9 @@
 // embeddings unit and two layer units), stages 2-3's in-flight gradient units
 // with their reduce-scatter landing slice, and with optimizer offload at
 // stages 2-3 under gradient accumulation either two host landing slices or
-// (offload_grad_accum_device) a device gradient shard, s Psi / N.
+// (offload_grad_accum_device) a device gradient shard, s Psi / N. The delayed
+// parameter update keeps a second host gradient buffer, s Psi / N: the one the
+// pending AdamW reads, live from its step's end to the next step's.
 //
 // With pipeline parallelism the prediction is one stage's (pp_stage): Psi is
 // its units' (the last stage's include its copy of the tied embeddings), the
@@ -64,6 +66,7 @@ struct MemoryQuery {
     bool offload_optimizer = false;
     bool offload_param = false;
     bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
+    bool offload_delay = false;  // the delayed parameter update, in its steady state (steps after W + 1)
     bool offload_activations = false;
     // ZeRO-R's Pa, which the trainer always uses when tp > 1 with -r 2 and no sp; false: the saved layer
     // outputs kept whole, as in the ZeRO paper's configurations without Pa (zero/reproduce/ studies only)
@@ -131,6 +134,8 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // --- model states, host (offload)
     double host_optimizer = off_opt ? ZERO_K * psi / N : 0;
     double host_grads = off_opt ? psi / N * s : 0;
+    // the delayed update: the last step's gradients, which its AdamW reads during this step
+    double pending_grads = off_opt && q.offload_delay ? psi / N * s : 0;
     double host_params = off_opt ? psi / N * s : 0;
     double host_comm = host_accum ? 2 * slice * s : 0;
 
@@ -183,7 +188,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.reserved, D, MemKind::Scratch, scratch);
     set(p.reserved, D, MemKind::Comm, comm);
     set(p.reserved, H, MemKind::Params, host_params);
-    set(p.reserved, H, MemKind::Grads, host_grads);
+    set(p.reserved, H, MemKind::Grads, host_grads + pending_grads);
     set(p.reserved, H, MemKind::Optimizer, host_optimizer);
     set(p.reserved, H, MemKind::Activations, host_acts);
     set(p.reserved, H, MemKind::Comm, host_comm);
@@ -211,20 +216,23 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held + head_grads + head_slot : 0);
     // host gradient slices fill up micro-step by micro-step at stages 2-3 (unless
     // they accumulate on the device); stage 1 reduces (and copies down) only at the last
-    set(p.after_forward, H, MemKind::Grads, accumulating && q.stage >= 2 && !device_accum ? host_grads : 0);
+    set(p.after_forward, H, MemKind::Grads,
+        (accumulating && q.stage >= 2 && !device_accum ? host_grads : 0) + pending_grads);
     // stage 1 with offload keeps the full gradients on the device and a copy of its slices on the host
     set(p.after_backward, D, MemKind::Grads, grads_held + head_slot);
-    set(p.after_backward, H, MemKind::Grads, host_grads);
+    set(p.after_backward, H, MemKind::Grads, host_grads + pending_grads);
+    set(p.after_step, H, MemKind::Grads, pending_grads);  // this step's, read by its queued AdamW
     return p;
 }
 
 inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction& p, FILE* out) {
     const double MiB = 1048576.0;
-    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s%s\n",
+    fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s%s%s\n",
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
             q.offload_optimizer ? ", optimizer offload" : "",
             q.offload_optimizer && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device
                 ? " (gradients accumulated on the device)" : "",
+            q.offload_delay ? ", delayed parameter update" : "",
             q.offload_param ? ", parameter offload" : "",
             q.offload_activations ? ", activation offload" : "");
     if (q.tp > 1)

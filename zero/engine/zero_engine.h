@@ -32,6 +32,20 @@
 // task takes the unit's sums of squares for the gradient norm as soon as its
 // final slice is there, so the norm is ready when backward ends.
 //
+// Delayed parameter update (ZeRO-Offload's DPU, delay_steps = W > 0, offload
+// without offload_param): the first W steps update as above. From then on the
+// CPU AdamW of step t's gradients runs on a thread of its own while the device
+// computes step t+1 on the parameters it already has; at step t+1's end,
+// step() waits for it, sends its parameters up (stages 1-2: each slice up and
+// all-gathered, stage 3: the slices up) and starts the AdamW of step t+1's
+// gradients. So the parameters the device computes with lack the last queued
+// update, while master, m and v take every gradient once, in order. The
+// pending AdamW reads one host gradient buffer while the next step's slices
+// land in the other; the two alternate. A skipped step (fp16 overflow) and
+// apply_pending_update() (a checkpoint, the end of a run) bring the device up
+// to date, and the step after starts the delay again with nothing pending,
+// as step W does: a resumed run continues bit for bit.
+//
 // Streams: kernels run on the compute stream; collectives and copies on the
 // comm stream. They are ordered by events only. Gradient accumulation: stages
 // 0 and 1 accumulate in the full gradient buffer and communicate on the last
@@ -93,9 +107,12 @@
 // running after that (the accumulation, and each unit's sums of squares for
 // the norm, queued as its final slice lands); norm: adding those up;
 // adamw: the CPU AdamW (the uploads after each unit overlap it). What a step
-// takes beyond these is the device's own work.
+// takes beyond these is the device's own work. With a delayed update (delayed)
+// the step instead waits for the AdamW queued by the step before (update_wait)
+// and adamw_ms is how long that AdamW took on its own thread.
 struct OffloadTimes {
-    double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0;
+    double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0, update_wait_ms = 0;
+    bool delayed = false;
 };
 
 struct ZeroConfig {
@@ -106,6 +123,7 @@ struct ZeroConfig {
     bool grad_accum_on_device = false;  // offload at stages 2-3 with micro_steps > 1: accumulate on the device
     uint64_t seed = 0;               // stochastic rounding of the bf16 parameter copies
     int cpu_threads = 1;             // the CPU AdamW's threads (offload)
+    int delay_steps = 0;             // offload: W > 0 delays every update after the first W by a step (see the header)
 };
 
 // AdamW's hyperparameters and the clip, as the run was told (optimizer_config()
@@ -143,6 +161,7 @@ class ZeroEngine {
           offload_optimizer(cfg.offload_optimizer),
           offload_param(cfg.offload_param),
           device_accum(cfg.offload_optimizer && cfg.stage >= 2 && cfg.micro_steps > 1 && cfg.grad_accum_on_device),
+          delay_steps(cfg.delay_steps),
           tensor(tensor_),
           tp_rank(tensor_ ? tensor_->rank : 0),
           pipe(pipe_),
@@ -162,6 +181,8 @@ class ZeroEngine {
         CHECK(!offload_optimizer || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3");
         CHECK(!offload_param || (stage == 3 && offload_optimizer),
               "parameter offload needs ZeRO stage 3 and optimizer offload");
+        CHECK(delay_steps == 0 || (offload_optimizer && !offload_param),
+              "a delayed parameter update needs optimizer offload without parameter offload");
         comm_stream = stream_create();
         compute_done = event_create();
         comm_done = event_create();
@@ -177,14 +198,20 @@ class ZeroEngine {
             host_norm_partials.assign(norm_pieces.size(), 0.0f);
             host_norm_taken.assign(plan.num_units(), 0);
         }
+        if (delay_steps > 0) {
+            delayed = std::make_unique<HostTasks>(true);
+            params_uploaded = event_create();
+        }
         allocate();
     }
     ~ZeroEngine() {
+        if (delayed) delayed->drain();  // it uses this engine's buffers
         host_tasks.drain();
         param_slots.reset();
         grad_slots.reset();
         for (Event& e : staging_ready) event_destroy(e);
         for (Event& e : unit_on_host) event_destroy(e);
+        if (delayed) event_destroy(params_uploaded);
         event_destroy(compute_done);
         event_destroy(comm_done);
         stream_destroy(comm_stream);
@@ -203,6 +230,7 @@ class ZeroEngine {
     // offload, stages 2-3, several micro-steps: gradients accumulate in grad_shard
     // on the device and go down to the host once per step
     const bool device_accum;
+    const int delay_steps;  // the delayed parameter update's W, or 0
     Comm* const tensor;  // the tensor group, or null
     const int tp_rank;
     Comm* const pipe;  // the pipeline group (rank = stage), or null
@@ -415,6 +443,7 @@ class ZeroEngine {
         float grad_norm = overflow ? INFINITY : (float)(std::sqrt(total) / loss_scale);
 
         StepResult result{grad_norm, overflow};
+        apply_pending_update();  // (a skipped step too: the device catches up, nothing new is queued)
         if (overflow) {
             finish_step();
             return result;
@@ -430,7 +459,9 @@ class ZeroEngine {
         s.bias_correction1 = 1.0f - powf(oc.beta1, (float)adam_t);
         s.bias_correction2 = 1.0f - powf(oc.beta2, (float)adam_t);
         s.rounding_seed = rounding_seed(adam_t);
-        if (offload_optimizer) {
+        if (delayed && adam_t > delay_steps) {
+            queue_update(s, oc);
+        } else if (offload_optimizer) {
             clock.lap();  // (the norm's all-reduce is not the CPU AdamW's)
             step_on_host(s, oc);
             offload_times.adamw_ms = clock.lap();
@@ -441,6 +472,26 @@ class ZeroEngine {
         return result;
     }
 
+    // Delayed update: waits for the CPU AdamW the last step queued, if any, and
+    // sends its parameters up (stages 1-2: each rank's slice, all-gathered; stage
+    // 3: the slices, gathered at the next forward), so that the device holds
+    // every update. step() calls it before queuing the next update; a checkpoint
+    // and the end of a run call it so that master, m, v and the device's
+    // parameters agree (every rank together: stages 1-2 all-gather). The step
+    // after it has nothing to wait for and starts the delay again.
+    void apply_pending_update() {
+        if (!update_pending) return;
+        HostClock clock;
+        delayed->drain();
+        offload_times.update_wait_ms = clock.lap();
+        offload_times.adamw_ms = delayed_adamw_ms;
+        offload_times.delayed = true;
+        update_pending = false;
+        mem.set_live(pending_grads, false);
+        for (int u = 0; u < plan.num_units(); u++) upload_unit(u);
+        event_record(comm_done, comm_stream);
+    }
+
     // Raw state, for checkpoints and tests. Master/m/v are indexed by the
     // pieces' shard_offset (stage 0: the full offset); they may be host memory.
     float* master_weights() { return master; }
@@ -449,6 +500,12 @@ class ZeroEngine {
     // Stages 0-1: the full gradient buffer (for inspection by tests; valid
     // between backward and step).
     const T* full_gradients() const { return grads_full; }
+    // Stages 0-2: the full compute-dtype parameters the next pass computes with
+    // (for tests that set them; outside a step, after the comm stream's gathers).
+    T* full_parameters() {
+        stream_sync(comm_stream);
+        return params_full;
+    }
     size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
 
     // Unit u's full compute-dtype parameters outside a pass, for a checkpoint or a
@@ -542,6 +599,14 @@ class ZeroEngine {
     int next_staging = 0;
     T* param_staging = nullptr;     // offload_param: one device slice per parameter slot
 
+    // delayed parameter update (delay_steps > 0)
+    std::unique_ptr<HostTasks> delayed;  // the update thread: one CPU AdamW at a time
+    Event params_uploaded{};             // the uploads before a queued AdamW have read host_params
+    T* host_grads_next = nullptr;        // (shard_numel): the other host gradient buffer
+    T* pending_grads = nullptr;          // the one the pending AdamW reads
+    bool update_pending = false;
+    double delayed_adamw_ms = 0;         // how long the last queued AdamW took, on its thread
+
     void allocate() {
         size_t full = plan.full_numel, shard = plan.shard_numel, slice = plan.largest_slice();
         const Arena D = Arena::Device, H = Arena::Host;
@@ -570,6 +635,8 @@ class ZeroEngine {
         adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "adam_v", true);
         if (offload_optimizer) {
             host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
+            if (delay_steps > 0)  // the next step's gradients, while the delayed AdamW reads the last step's
+                host_grads_next = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host_next", false);
             host_params = offload_param ? params_shard
                                         : mem.allocate_array<T>(shard, MemKind::Params, H, "params_shard_host", true);
             if (stage >= 2 && micro_steps > 1 && !device_accum)
@@ -790,20 +857,46 @@ class ZeroEngine {
     void step_on_host(AdamWStep s, const OptimizerConfig& oc) {
         size_t next = 0;
         for (int u = 0; u < plan.num_units(); u++) {
-            for (; next < pieces.size() && pieces[next].unit == u; next++) {
-                const ShardPiece& p = pieces[next];
-                s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-                size_t o = p.shard_offset;
-                cpu_adam->step(master + o, adam_m + o, adam_v + o, host_grads + o, host_params + o, p.numel, s,
-                               key(p));
-            }
+            for (; next < pieces.size() && pieces[next].unit == u; next++) cpu_adamw(pieces[next], s, oc, host_grads);
             if (offload_param) continue;  // the host slices are the parameters
-            size_t slice = plan.slice_numel(u);
-            T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
-            to_device(dst, host_params + plan.shard_offset[u], slice, u);
-            if (stage < 3) gather_full_params(u, comm_stream);
+            upload_unit(u);
         }
         event_record(comm_done, comm_stream);
+    }
+
+    // The CPU AdamW of one piece, from the host gradients `grads`, into master,
+    // m, v and host_params.
+    void cpu_adamw(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* grads) {
+        s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+        size_t o = p.shard_offset;
+        cpu_adam->step(master + o, adam_m + o, adam_v + o, grads + o, host_params + o, p.numel, s, key(p));
+    }
+
+    // Unit u's new slice from host_params up (stages 1-2: then all-gathered in place).
+    void upload_unit(int u) {
+        size_t slice = plan.slice_numel(u);
+        T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
+        to_device(dst, host_params + plan.shard_offset[u], slice, u);
+        if (stage < 3) gather_full_params(u, comm_stream);
+    }
+
+    // Delayed update: this step's AdamW on the update thread, once the uploads
+    // queued so far have read host_params (which it overwrites); every gradient
+    // slice is on the host already (step() synchronised the comm stream). The
+    // next step's gradients go to the other host buffer meanwhile.
+    void queue_update(AdamWStep s, OptimizerConfig oc) {
+        event_record(params_uploaded, comm_stream);
+        const T* grads = host_grads;
+        delayed->submit(params_uploaded, [this, s, oc, grads] {
+            HostClock clock;
+            for (const ShardPiece& p : pieces) cpu_adamw(p, s, oc, grads);
+            delayed_adamw_ms = clock.lap();
+        });
+        update_pending = true;
+        offload_times.delayed = true;
+        pending_grads = host_grads;  // live until apply_pending_update
+        std::swap(host_grads, host_grads_next);
+        host_grads_live = false;
     }
 
     // Keeps this rank's part of one unit given its full fp32 values.

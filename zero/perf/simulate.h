@@ -56,7 +56,7 @@ inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>&
     const int P = (int)stages.size();
     struct Rank {
         std::vector<double> end;
-        double lane_free[4] = {0, 0, 0, 0}, host = 0;
+        double lane_free[5] = {0, 0, 0, 0, 0}, host = 0;
         size_t next = 0;
         int scalars = 0;  // pipeline-group scalars passed
         std::vector<double> step_end;

@@ -11,8 +11,11 @@
 // perf_trace holds its collectives, sends, receives and host transfers to the
 // trainer's own trace (--mem_report 1 -o DIR), entry by entry, rank by rank.
 //
-// Lanes are the rank's compute stream, its comm stream, its own thread (host)
-// and its offload worker; an op waits for the ops before it on its lane and
+// Lanes are the rank's compute stream, its comm stream, its own thread (host),
+// its offload worker and its delayed-update thread (the CPU AdamW of
+// --offload_delay_steps, which the model takes in its steady state: every
+// step waits for the AdamW the step before queued, so step 0 is the trainer's
+// step W and step 1 any later one); an op waits for the ops before it on its lane and
 // for those in `after` (the engine's events and host syncs). In the CPU build
 // every lane is the rank's thread, in program order. zero/perf/simulate.h
 // turns the list into a time.
@@ -30,7 +33,7 @@
 #include "zero/layout/shard_plan.h"
 #include "zero/pipeline/schedule.h"
 
-enum class Lane : int { Compute, Comm, Host, Worker };
+enum class Lane : int { Compute, Comm, Host, Worker, Update };
 
 struct StepOp {
     std::string kind;        // a kernel (matmul_fwd, layernorm_bwd, ...), a collective (all_reduce, ...,
@@ -79,6 +82,7 @@ class Walker {
           Cl(q_.cfg.channels / q_.tp), NHl(q_.cfg.num_heads / q_.tp), Vl(q_.cfg.padded_vocab_size / q_.tp),
           R(q_.sp ? BT / q_.tp : BT), st(q_.pp_stage) {
         off_opt = q.offload_optimizer;
+        delayed = off_opt && q.offload_delay;
         device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
         pa = q.tp > 1 && !q.sp && q.recompute == 2 && q.partition_activations;
         pipelined = layout.pipelined(), tied = pipelined && layout.has_embed();
@@ -122,6 +126,8 @@ class Walker {
     const long s, BT, C, Cl, NHl, Vl, R;
     StageRange st;
     bool off_opt = false, device_accum = false, pa = false, pipelined = false, tied = false, head_grads = false;
+    bool delayed = false;
+    int pending_update = -1;  // the delayed update's last AdamW op, queued by the step before
     int cur_step = 0;
     std::vector<int> token_copies;
     int comm_done = -1;   // the engine's comm_done event: the comm lane's last op when recorded
@@ -494,6 +500,16 @@ class Walker {
         grads_done(0, micro);
     }
 
+    // The CPU AdamW of unit u's pieces.
+    int cpu_adamw(const std::vector<ShardPiece>& pieces, int u, Lane lane, std::vector<int> after) {
+        long n = 0;
+        for (const ShardPiece& p : pieces)
+            if (p.unit == u) n += (long)p.numel;
+        StepOp adam;
+        adam.kind = typed("cpu_adamw"), adam.lane = lane, adam.unit = u, adam.dims = {n}, adam.after = after;
+        return add(adam);
+    }
+
     // ---- ZeroEngine::step()
     void optimizer_step() {
         if (tied) exchange_tied_grads();
@@ -518,18 +534,25 @@ class Walker {
                 for (int u = 0; u < plan.num_units(); u++)
                     collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm, u == 0 ? std::vector<int>{done}
                                                                                                   : std::vector<int>{});
-        } else {
+        } else if (!delayed) {
             for (int u = 0; u < plan.num_units(); u++) {
-                long n = 0;
-                for (const ShardPiece& p : pieces)
-                    if (p.unit == u) n += (long)p.numel;
-                StepOp adam;
-                adam.kind = typed("cpu_adamw"), adam.lane = Lane::Host, adam.unit = u, adam.dims = {n};
-                int cpu = add(adam);
+                int cpu = cpu_adamw(pieces, u, Lane::Host, {});
                 if (q.offload_param) continue;
                 transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm, {cpu});
                 if (q.stage < 3) collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm);
             }
+        } else {  // the AdamW the last step queued, its parameters up, then this step's AdamW on its thread
+            if (pending_update >= 0) {
+                add_host_wait(pending_update);
+                for (int u = 0; u < plan.num_units(); u++) {
+                    transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm);
+                    if (q.stage < 3) collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm);
+                }
+            }
+            int uploaded = last_on(Lane::Comm);  // (the uploads read host_params, which the AdamW writes)
+            for (int u = 0; u < plan.num_units(); u++)
+                cpu_adamw(pieces, u, Lane::Update, u == 0 && uploaded >= 0 ? std::vector<int>{uploaded} : std::vector<int>{});
+            pending_update = last_on(Lane::Update);
         }
         comm_done = last_on(Lane::Comm);
         grads_zeroed = false;

@@ -129,7 +129,7 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                         a.offload_param = q.offload_param || off >= 2;
                         a.offload_activations = q.offload_activations || act == 1;
                         if ((a.offload_optimizer && z == 0) || (a.offload_param && z != 3) ||
-                            (a.offload_activations && r != 2))
+                            (a.offload_activations && r != 2) || (a.offload_param && a.offload_delay))
                             continue;  // not a valid run
                         if (off >= 1 && q.offload_optimizer && off == 1) continue;
                         if (off >= 2 && q.offload_param) continue;

@@ -97,6 +97,10 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "host | device: with --offload_optimizer cpu at stages 2-3 and several micro-steps, add each "
              "micro-step's gradient slices on the host, or on the device (s*Psi/N more device memory; one copy "
              "down per step); one micro-step: no difference"),
+        flag(nullptr, "--offload_delay_steps", &O::offload_delay_steps,
+             "W: with --offload_optimizer cpu, after W ordinary steps each step's CPU AdamW runs during the next "
+             "step, which computes on the parameters from before that update (ZeRO-Offload's delayed parameter "
+             "update; s*Psi/N more host memory); 0: off"),
         flag(nullptr, "--offload_activations", &O::offload_activations,
              "1: with -r 2, keep each layer's saved input in host memory"),
         flag(nullptr, "--device_memory", &O::device_memory_mib,

@@ -47,6 +47,7 @@ struct TrainOptions {
     std::string offload_optimizer = "none";  // none | cpu
     std::string offload_param = "none";      // none | cpu
     std::string offload_grad_accum = "host";  // host | device: where offloaded stages 2-3 add up micro-steps
+    int offload_delay_steps = 0;  // W > 0: after W steps the CPU AdamW of each step overlaps the next (DPU)
     int offload_activations = 0;
     double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
     int mem_report = 0;

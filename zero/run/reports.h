@@ -78,11 +78,13 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
 }
 
 // Optimizer offload: where the step's host time went, and the CPU AdamW's rate
-// over the n parameters this rank updates.
+// over the n parameters this rank updates. With a delayed update the AdamW ran
+// on its own thread during this step; the step waited for what was left of it.
 inline void print_offload_line(int rank, const OffloadTimes& t, size_t n) {
-    printf("  offload rank %d | waiting for the device %.1f ms | host adds after it %.1f ms | norm %.1f ms | "
-           "CPU AdamW %.1f ms (%.2f G params/s)\n",
-           rank, t.device_ms, t.host_adds_ms, t.norm_ms, t.adamw_ms, t.adamw_ms > 0 ? n / (t.adamw_ms * 1e6) : 0.0);
+    printf("  offload rank %d | waiting for the device %.1f ms | host adds after it %.1f ms | norm %.1f ms | ", rank,
+           t.device_ms, t.host_adds_ms, t.norm_ms);
+    if (t.delayed) printf("waiting for the delayed update %.1f ms | its ", t.update_wait_ms);
+    printf("CPU AdamW %.1f ms (%.2f G params/s)\n", t.adamw_ms, t.adamw_ms > 0 ? n / (t.adamw_ms * 1e6) : 0.0);
     fflush(stdout);
 }
 

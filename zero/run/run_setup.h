@@ -53,6 +53,7 @@ struct RunSetup {
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
     bool offload_grad_accum_device = false;  // --offload_grad_accum device
+    int offload_delay_steps = 0;             // --offload_delay_steps
     LaunchEnv launch;
 
     Grid3 grid() const { return Grid3{dp, tp, pp}; }
@@ -75,6 +76,7 @@ struct RunSetup {
         q.offload_optimizer = offload_optimizer;
         q.offload_param = offload_param;
         q.offload_grad_accum_device = offload_grad_accum_device;
+        q.offload_delay = offload_delay_steps > 0;
         q.offload_activations = offload_activations;
         q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads);
         return q;
@@ -86,6 +88,7 @@ struct RunSetup {
         z.offload_optimizer = offload_optimizer;
         z.offload_param = offload_param;
         z.grad_accum_on_device = offload_grad_accum_device;
+        z.delay_steps = offload_delay_steps;
         z.seed = o.seed;
         z.cpu_threads = cpu_threads_per_rank();
         return z;
@@ -106,6 +109,14 @@ inline std::string offload_grad_accum_text(const TrainOptions& o, const RunSetup
         return s + "gradients accumulate on the device (--offload_grad_accum device); each slice goes to the host "
                    "once per step";
     return s + "gradients accumulate on the host (--offload_grad_accum host); every micro-step's slices go down";
+}
+
+// The run header's line on the delayed parameter update; empty without it.
+inline std::string offload_delay_text(const RunSetup& r) {
+    if (r.offload_delay_steps == 0) return "";
+    return "delayed parameter update (--offload_delay_steps " + std::to_string(r.offload_delay_steps) + "): after " +
+           std::to_string(r.offload_delay_steps) +
+           " step(s) each step's CPU AdamW runs during the next, which computes on the parameters one update behind";
 }
 
 // The engine's other configs, straight from the options (whose defaults are the
@@ -250,6 +261,13 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(!r.offload_grad_accum_device || r.offload_optimizer,
           "--offload_grad_accum device needs --offload_optimizer cpu (without offload gradients always accumulate "
           "on the device)");
+    CHECK(o.offload_delay_steps >= 0, "--offload_delay_steps must be 0 or more (got %d)", o.offload_delay_steps);
+    CHECK(o.offload_delay_steps == 0 || r.offload_optimizer,
+          "--offload_delay_steps needs --offload_optimizer cpu (it delays the CPU AdamW's update)");
+    CHECK(o.offload_delay_steps == 0 || !r.offload_param,
+          "--offload_delay_steps cannot be used with --offload_param cpu (the host slices it updates are the "
+          "parameters every forward gathers)");
+    r.offload_delay_steps = o.offload_delay_steps;
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
     for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
