@@ -92,18 +92,18 @@ plan)
 A 15-minute GPU session (device time counts from the first call, start-ups included;
 a cold start took ~30 s on 2026-11-25). Minutes per section as measured on an H100
 (dev/gpu_notes.md): preflight 1.1, tests 3.5, kernels 1.5 (layernorm alone 0.25), llmc 0.6,
-sanitize 7 (racecheck alone ~3), offload ~6, largest 8+, homework 1.5, memory 2.7,
+sanitize 7 (racecheck alone ~3), offload ~4 (estimated: 12 d48 runs of ~11 s start-up each, 4 d12), largest 8+, homework 1.5, memory 2.7,
 interop ~6 (make reproduce at most 5), throughput 6.1, pipeline 0.3; peers ~4.5 (not yet
 measured: llm.c's cuDNN build ~1.5, its 2 runs 0.5, ours 0.3, torch.compile ~1 a batch size).
 A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
 under one deadline, then `pack`, and prints the summary last; about one and a half
 calls fit a session, so each session takes the first calls not yet run:
-  call 1   dev/bench_gpu.sh pipeline throughput (both ran 2026-11-25)
-  call 2   SANITIZE_TOOLS=racecheck dev/bench_gpu.sh tests sanitize layernorm
-  call 3   dev/bench_gpu.sh offload memory
-  call 4   dev/bench_gpu.sh largest homework
-  (interop, scale, kernels, llmc, peers: where time is left; peers alone in a call
-   fits, ~4.5 minutes: `dev/bench_gpu.sh peers; dev/bench_gpu.sh pack`)
+  call 1   dev/bench_gpu.sh offload tests (~8: the delayed update's speed; ctest -L gpu)
+  call 2   dev/bench_gpu.sh peers (~4.5: llm.c with cuDNN, torch.compile)
+  call 3   dev/bench_gpu.sh largest homework
+  call 4   dev/bench_gpu.sh memory sanitize (racecheck only)
+  call 5   dev/bench_gpu.sh pipeline throughput (ran 2026-11-25; again when the model changes)
+  (interop, scale, kernels, llmc: where time is left)
 Start the next call within 30 s of the last one's end: the machine is still
 warm, the build is still there. A cold call starts a bare machine and
 rebuilds (dev/gpu_preflight.sh, inside the call's deadline). End every call with `pack`: the device tool

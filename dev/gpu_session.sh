@@ -3,7 +3,7 @@
 # sections under one time limit (a device call may run 10 minutes), then `pack`
 # so that the logs come back as one archive, and the summary printed last.
 #
-#   bash dev/gpu_session.sh 1|2|3|4        (on the GPU machine, OUT set by the device tool)
+#   bash dev/gpu_session.sh 1|2|3|4|5      (on the GPU machine, OUT set by the device tool)
 #
 # The preflight (build and a 3-step run) starts every call that finds no build
 # from an earlier call on the same machine (a cold one).
@@ -14,11 +14,12 @@ export OUT
 mkdir -p "$OUT"
 LIMIT=${LIMIT:-560}  # seconds for the sections; pack and the summary follow
 case "${1:-}" in
-1) sections=(pipeline throughput) ;;
-2) sections=(tests sanitize layernorm); export SANITIZE_TOOLS=${SANITIZE_TOOLS:-racecheck} ;;
-3) sections=(offload memory) ;;
-4) sections=(largest homework) ;;
-*) echo "usage: $0 1|2|3|4 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
+1) sections=(offload tests) ;;
+2) sections=(peers) ;;
+3) sections=(largest homework) ;;
+4) sections=(memory sanitize); export SANITIZE_TOOLS=${SANITIZE_TOOLS:-racecheck} ;;
+5) sections=(pipeline throughput) ;;
+*) echo "usage: $0 1|2|3|4|5 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
 esac
 start=$(date +%s)
 export DEADLINE=$((start + LIMIT))  # a section that can stop part-way (throughput) ends itself before it
