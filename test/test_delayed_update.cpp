@@ -27,6 +27,7 @@
 
 #include "test/memory_check.h"
 #include "test/model_shapes.h"
+#include "test/synthetic_batch.h"
 #include "test/test_util.h"
 #include "zero/base/rng.h"
 #include "zero/comm/comm_emulated.h"
@@ -54,11 +55,6 @@ struct Rank {
 };
 
 constexpr int STEPS = 10, GLOBAL_SEQS = 4, SEQ = 32;
-
-static int token(int step, int micro, int seq, int j, int V) {
-    return (int)(mix64(((uint64_t)step << 40) ^ ((uint64_t)micro << 32) ^ ((uint64_t)seq << 16) ^ (uint64_t)j) %
-                 (uint64_t)V);
-}
 
 // One run of case c on every rank: with the delayed update (delayed), or the
 // reference without offload.
@@ -110,11 +106,7 @@ static std::vector<Rank> run_case(const Case& c, bool delayed, const std::string
                 const float dloss = scale / (GLOBAL_SEQS * SEQ * A);
                 MemCounts live_fwd, live_bwd;
                 for (int micro = 0; micro < A; micro++) {
-                    for (int b = 0; b < B; b++)
-                        for (int j = 0; j < SEQ; j++) {
-                            inputs[b * SEQ + j] = token(step, micro, rank * B + b, j, V);
-                            targets[b * SEQ + j] = token(step, micro, rank * B + b, j + 1, V);
-                        }
+                    fill_synthetic_batch(inputs, targets, step, micro, rank * B, B, SEQ, V);
                     model.forward(inputs.data(), targets.data(), B, SEQ, dloss);
                     model.add_losses(micro == 0);
                     live_fwd = mem.live_bytes();

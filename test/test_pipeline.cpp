@@ -31,6 +31,7 @@
 
 #include "test/memory_check.h"
 #include "test/model_shapes.h"
+#include "test/synthetic_batch.h"
 #include "test/test_util.h"
 #include "zero/base/rng.h"
 #include "zero/comm/comm_emulated.h"
@@ -67,11 +68,6 @@ struct PpResult {
 
 constexpr int SEQS = 4, SEQ = 32;  // SEQS sequences of SEQ tokens per micro-step, over the dp ranks
 static const char* const MODEL = TINY_4_LAYERS;
-
-static int token(int step, int micro, int seq, int j, int V) {
-    return (int)(mix64(((uint64_t)step << 40) ^ ((uint64_t)micro << 32) ^ ((uint64_t)seq << 16) ^ (uint64_t)j) %
-                 (uint64_t)V);
-}
 
 template <typename T>
 static PpResult run_case(const PpCase& c) {
@@ -143,14 +139,8 @@ static PpResult run_case(const PpCase& c) {
                 world.stats = dpc.stats = CommStats{};
                 for (Comm* g : {tensor.get(), pipe.get(), tied.get()})
                     if (g) g->stats = CommStats{};
-                for (int micro = 0; micro < A; micro++) {
-                    mbs[micro].inputs.resize(B * SEQ), mbs[micro].targets.resize(B * SEQ);
-                    for (int b = 0; b < B; b++)
-                        for (int j = 0; j < SEQ; j++) {
-                            mbs[micro].inputs[b * SEQ + j] = token(step, micro, dp * B + b, j, V);
-                            mbs[micro].targets[b * SEQ + j] = token(step, micro, dp * B + b, j + 1, V);
-                        }
-                }
+                for (int micro = 0; micro < A; micro++)
+                    fill_synthetic_batch(mbs[micro].inputs, mbs[micro].targets, step, micro, dp * B, B, SEQ, V);
                 MemCounts live_fwd, live_bwd;
                 if (runner) {
                     runner->train(mbs, B, SEQ, dloss);

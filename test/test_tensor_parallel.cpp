@@ -42,6 +42,7 @@
 
 #include "test/memory_check.h"
 #include "test/model_shapes.h"
+#include "test/synthetic_batch.h"
 #include "test/test_util.h"
 #include "zero/base/rng.h"
 #include "zero/comm/comm_emulated.h"
@@ -76,13 +77,6 @@ struct TpResult {
 };
 
 constexpr int STEPS = 10, GLOBAL_SEQS = 4, SEQ = 32;
-
-// Token j of sequence `seq` of the global batch of (step, micro): the same for
-// every grid, so every run sees the same data.
-static int token(int step, int micro, int seq, int j, int V) {
-    return (int)(mix64(((uint64_t)step << 40) ^ ((uint64_t)micro << 32) ^ ((uint64_t)seq << 16) ^ (uint64_t)j) %
-                 (uint64_t)V);
-}
 
 static double ring_all_reduce_bytes(double elems, int t) { return 2.0 * (t - 1) / t * elems * 4; }
 
@@ -141,11 +135,7 @@ static TpResult run_case(const TpCase& c) {
                 if (tensor) tensor->stats = CommStats{};
                 MemCounts live_fwd, live_bwd;
                 for (int micro = 0; micro < A; micro++) {
-                    for (int b = 0; b < B; b++)
-                        for (int j = 0; j < SEQ; j++) {
-                            inputs[b * SEQ + j] = token(step, micro, dp * B + b, j, V);
-                            targets[b * SEQ + j] = token(step, micro, dp * B + b, j + 1, V);
-                        }
+                    fill_synthetic_batch(inputs, targets, step, micro, dp * B, B, SEQ, V);
                     model.forward(inputs.data(), targets.data(), B, SEQ, dloss);
                     model.add_losses(micro == 0);
                     live_fwd = mem.live_bytes();
