@@ -96,6 +96,23 @@ inline bool file_exists(const std::string& path) {
     return stat(path.c_str(), &st) == 0;
 }
 
+// A "Field: N kB" line of a /proc file, in bytes (MemAvailable of /proc/meminfo,
+// VmHWM of /proc/self/status); 0 where the file or the field is not there.
+inline double proc_kb_field_bytes(const char* path, const char* field) {
+    FILE* f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    const size_t n = strlen(field);
+    double kb = 0;
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') {
+            kb = atof(line + n + 1);
+            break;
+        }
+    fclose(f);
+    return kb * 1024.0;
+}
+
 inline size_t file_size(FILE* f) {
     long here = ftell(f);
     fseek(f, 0, SEEK_END);

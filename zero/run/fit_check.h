@@ -38,16 +38,7 @@ struct MemoryCapacity {
     std::string device_what;
 };
 
-inline double host_available_bytes() {
-    FILE* f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
-}
+inline double host_available_bytes() { return proc_kb_field_bytes("/proc/meminfo", "MemAvailable"); }
 
 inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     MemoryCapacity c;

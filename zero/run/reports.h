@@ -28,16 +28,7 @@ inline CommStats combined(const CommStats& a, const CommStats& b) {
 // Every rank's host arena (and, in the CPU build, its "device" arena) is in it,
 // and so is what no arena counts: the CUDA context's host side, the libraries,
 // the data loader, the threads' stacks. The fit check's host margin is for that.
-inline double process_peak_resident_bytes() {
-    FILE* f = fopen("/proc/self/status", "r");
-    if (!f) return 0;
-    char line[256];
-    double kb = 0;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmHWM: %lf kB", &kb) == 1) break;
-    fclose(f);
-    return kb * 1024.0;
-}
+inline double process_peak_resident_bytes() { return proc_kb_field_bytes("/proc/self/status", "VmHWM"); }
 
 // comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one;
 // pipeline: the pipeline's (the stages' sends and receives, the tied embeddings').
@@ -48,7 +39,7 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
                               const MemoryAccountant& mem, const CommStats& comm, size_t device_used,
                               const CommStats* tensor = nullptr, size_t device_used_at_start = 0,
                               const CommStats* pipeline = nullptr) {
-    const double MiB = 1048576.0;
+    const double MiB = 1048576.0, resident = process_peak_resident_bytes();
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
         if (mem.reserved_bytes().total(arena) == 0) continue;
@@ -58,8 +49,7 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
                m.backward.total(arena) / MiB, pred.after_backward.total(arena) / MiB, m.step.total(arena) / MiB,
                pred.after_step.total(arena) / MiB, mem.peak_live(arena) / MiB, mem.reserved_bytes().total(arena) / MiB);
         // the host: what the process really holds beside it (all ranks, as they share the process)
-        if (arena == Arena::Host && process_peak_resident_bytes() > 0)
-            printf(" | process resident peak %.2f MiB", process_peak_resident_bytes() / MiB);
+        if (arena == Arena::Host && resident > 0) printf(" | process resident peak %.2f MiB", resident / MiB);
         if (arena == Arena::Device && device_used) {
             printf(" | device used %.2f MiB", device_used / MiB);
             if (device_used_at_start)
