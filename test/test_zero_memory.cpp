@@ -182,5 +182,36 @@ int main(int argc, char** argv) {
     // what each stage is for, at N = 4: optimizer state, then gradients, then parameters shrink
     EXPECT(params_live[3] * 4 == params_live[2], "stage 3 holds a quarter of the parameters at N=4: %.0f vs %.0f",
            params_live[3], params_live[2]);
+
+    // What the process holds beyond its arenas (both are host memory in the CPU
+    // build): loading keeps one unit's fp32 values (4 bytes an element of the
+    // largest unit, here GPT-2's vocabulary at C 512: 98 MiB); the compute-dtype
+    // copy goes through fixed chunks. The rest (the binary, the libraries, the
+    // threads, the data) stays under SLACK. A model-sized host copy outside
+    // the arenas, which the fit check would not see, shows up here.
+    {
+        const double SLACK = 32.0 * 1048576;
+        const char* big = "L=1,H=8,C=512,V=50257,T=32";
+        TrainerRun run = base;
+        run.model = big, run.out = dir + "/resident", run.stage = 3, run.ranks = 1, run.total_batch = B * T;
+        run.precision = "bf16", run.offload_optimizer = run.offload_param = true;
+        run_command("rm -rf " + run.out);
+        RunResult r = run.run();
+        ShardPlan plan(ParamLayout(gpt2_config_from_descriptor(big)).unit_specs(), 1, SHARD_ALIGN);
+        double largest = 0;
+        for (int u = 0; u < plan.num_units(); u++) largest = std::max(largest, (double)plan.padded[u]);
+        CsvRows mem = r.mem_report(0);
+        double arenas[2] = {0, 0};
+        for (size_t i = 0; i < mem.rows.size(); i++) arenas[mem.text(i, "arena") == "device" ? 0 : 1] = mem.num(i, "reserved");
+        size_t at = r.output.find("process resident peak ");
+        double resident = at == std::string::npos ? 0 : atof(r.output.c_str() + at + 22) * 1048576;
+        double outside = resident - arenas[0] - arenas[1];
+        printf("one rank, %s, offload: resident peak %.1f MiB, arenas %.1f + %.1f MiB, outside %.1f MiB "
+               "(one unit's fp32 values %.1f MiB)\n", big, resident / 1048576, arenas[0] / 1048576,
+               arenas[1] / 1048576, outside / 1048576, 4 * largest / 1048576);
+        EXPECT(resident > 0 && arenas[0] > 0 && arenas[1] > 0, "no resident peak or arenas in the report");
+        EXPECT(outside <= 4 * largest + SLACK, "%.1f MiB resident outside the arenas, more than one unit's fp32 "
+               "values (%.1f MiB) and %.0f MiB", outside / 1048576, 4 * largest / 1048576, SLACK / 1048576);
+    }
     return test_summary("zero_memory");
 }

@@ -531,18 +531,8 @@ class ZeroEngine {
     // After loading master weights (checkpoint resume): rebuild the compute-dtype
     // copy exactly as the AdamW step that produced them wrote it.
     void refresh_params_from_master() {
-        std::vector<float> host;
-        std::vector<T> rounded;
-        uint64_t rs = rounding_seed(adam_t);
-        for (const ShardPiece& p : pieces) {
-            host.resize(p.numel);
-            rounded.resize(p.numel);
-            copy_to_host(host.data(), master + p.shard_offset, p.numel * sizeof(float));
-            const size_t k = key(p);
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < p.numel; i++) rounded[i] = round_param<T>(host[i], rs, k + i);
-            copy_to_device(own_params(p), rounded.data(), p.numel * sizeof(T));
-        }
+        for (const ShardPiece& p : pieces)
+            write_rounded(own_params(p), master + p.shard_offset, p.numel, rounding_seed(adam_t), key(p));
         if (stage == 1 || stage == 2)
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
         stream_sync(ctx.stream);
@@ -550,6 +540,23 @@ class ZeroEngine {
 
     // The stochastic-rounding stream of optimizer step t.
     uint64_t rounding_seed(int t) const { return mix64(seed ^ (0x5eedull << 40) ^ (uint64_t)t); }
+
+    // dst[i] = src[i] rounded to T with stream rs, keyed by position k + i (either
+    // side on the device or the host), element by element: the same bits on any
+    // number of threads. In fixed chunks, so that start-up and a resume hold no
+    // model-sized copy in host memory beside the arenas.
+    void write_rounded(T* dst, const float* src, size_t n, uint64_t rs, size_t k) {
+        const size_t chunk = std::min<size_t>(n, 1 << 20);
+        std::vector<float> in(chunk);
+        std::vector<T> out(chunk);
+        for (size_t b = 0; b < n; b += chunk) {
+            const size_t m = std::min(chunk, n - b);
+            copy_to_host(in.data(), src + b, m * sizeof(float));
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < m; i++) out[i] = round_param<T>(in[i], rs, k + b + i);
+            copy_to_device(dst + b, out.data(), m * sizeof(T));
+        }
+    }
 
     // blocking copies of this rank (start-up, checkpoints): either side may be host memory
     void copy_to_host(void* dst, const void* src, size_t bytes) {
@@ -907,14 +914,9 @@ class ZeroEngine {
         else copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
-        uint64_t rs = rounding_seed(0);
-        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice, k = F + key_shift[u] + begin;
-        std::vector<T> rounded(n);
-        // element by element, keyed by position: the same bits on any number of threads
-#pragma omp parallel for schedule(static)
-        for (size_t i = 0; i < n; i++) rounded[i] = round_param<T>(values[begin + i], rs, k + i);
+        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
         T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
-        copy_to_device(dst, rounded.data(), n * sizeof(T));
+        write_rounded(dst, values + begin, n, rounding_seed(0), F + key_shift[u] + begin);
     }
 
     void finish_step() {

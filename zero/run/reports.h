@@ -26,8 +26,12 @@ inline CommStats combined(const CommStats& a, const CommStats& b) {
 
 // The process's peak resident memory (VmHWM), bytes; 0 where /proc is not there.
 // Every rank's host arena (and, in the CPU build, its "device" arena) is in it,
-// and so is what no arena counts: the CUDA context's host side, the libraries,
-// the data loader, the threads' stacks. The fit check's host margin is for that.
+// and so is what no arena counts: one unit's fp32 values while the parameters
+// load (4 bytes an element of the largest unit: 0.8 GiB at C 4096; with tensor
+// parallelism the whole unit it is cut from as well); the rounding chunk, the
+// libraries, the data loader, the threads' stacks (together 11 MiB in the CPU
+// build, test_zero_memory); on a GPU, the CUDA context's host side. The fit
+// check's host margin is for that.
 inline double process_peak_resident_bytes() { return proc_kb_field_bytes("/proc/self/status", "VmHWM"); }
 
 // comm: the data-parallel traffic (ZeRO's); tensor: the tensor group's, when there is one;
