@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
         bool oo = c.offload_optimizer, op = c.offload_param;
         bool device_shard = c.stage >= 2 && (!oo || (c.grad_accum_device && c.micro_steps > 1));
         // the model states each arena must hold, per rank
-        double want_params[2] = {c.stage < 3 ? s * psi : op ? 0 : s * psi / N, oo ? s * psi / N : 0};
+        double want_params[2] = {c.stage < 3 ? s * psi : op ? 0 : s * psi / N, op ? s * psi / N : 0};
         double want_grads[2] = {c.stage < 2 ? s * psi : device_shard ? s * psi / N : 0, oo ? s * psi / N : 0};
         double want_opt[2] = {oo ? 0 : c.stage == 0 ? 12 * psi : 12 * psi / N, oo ? 12 * psi / N : 0};
         double comm_elems = c.stage < 2 ? 2 * psi : c.stage == 2 ? (A + 1) * psi : 3 * A * psi;

@@ -13,9 +13,12 @@
 // embeddings unit and two layer units), stages 2-3's in-flight gradient units
 // with their reduce-scatter landing slice, and with optimizer offload at
 // stages 2-3 under gradient accumulation either two host landing slices or
-// (offload_grad_accum_device) a device gradient shard, s Psi / N. The delayed
-// parameter update keeps a second host gradient buffer, s Psi / N: the one the
-// pending AdamW reads, live from its step's end to the next step's.
+// (offload_grad_accum_device) a device gradient shard, s Psi / N. The CPU
+// AdamW's new parameters go up through two host landing slices, except with
+// parameter offload (the host slices are the parameters) and with the delayed
+// parameter update, which keeps a host copy, s Psi / N, and a second host
+// gradient buffer, s Psi / N: the one the pending AdamW reads, live from its
+// step's end to the next step's.
 //
 // With pipeline parallelism the prediction is one stage's (pp_stage): Psi is
 // its units' (the last stage's include its copy of the tied embeddings), the
@@ -136,8 +139,12 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double host_grads = off_opt ? psi / N * s : 0;
     // the delayed update: the last step's gradients, which its AdamW reads during this step
     double pending_grads = off_opt && q.offload_delay ? psi / N * s : 0;
-    double host_params = off_opt ? psi / N * s : 0;
-    double host_comm = host_accum ? 2 * slice * s : 0;
+    // the CPU AdamW's compute-dtype output: the parameter slices themselves
+    // (offload_param), a copy the delayed update uploads after its AdamW, or
+    // two landing slices it goes up through unit by unit
+    const bool host_param_copy = off_par || q.offload_delay;
+    double host_params = off_opt && host_param_copy ? psi / N * s : 0;
+    double host_comm = (host_accum ? 2 * slice * s : 0) + (off_opt && !host_param_copy ? 2 * slice * s : 0);
 
     // --- activations: what forward saves (see zero/layout/activations.h for the list).
     // With tensor parallelism (t > 1) the column-parallel outputs (qkv, attention,

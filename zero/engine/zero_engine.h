@@ -187,6 +187,7 @@ class ZeroEngine {
         compute_done = event_create();
         comm_done = event_create();
         for (Event& e : staging_ready) e = event_create();
+        for (Event& e : param_landing_read) e = event_create();
         pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
         norm_pieces = plan.pieces_of_rank(rank);
         if (offload_optimizer) {
@@ -210,6 +211,7 @@ class ZeroEngine {
         param_slots.reset();
         grad_slots.reset();
         for (Event& e : staging_ready) event_destroy(e);
+        for (Event& e : param_landing_read) event_destroy(e);
         for (Event& e : unit_on_host) event_destroy(e);
         if (delayed) event_destroy(params_uploaded);
         event_destroy(compute_done);
@@ -488,7 +490,7 @@ class ZeroEngine {
         offload_times.delayed = true;
         update_pending = false;
         mem.set_live(pending_grads, false);
-        for (int u = 0; u < plan.num_units(); u++) upload_unit(u);
+        for (int u = 0; u < plan.num_units(); u++) upload_unit(u, host_params + plan.shard_offset[u]);
         event_record(comm_done, comm_stream);
     }
 
@@ -594,7 +596,10 @@ class ZeroEngine {
     std::unique_ptr<CpuAdamW> cpu_adam;
     HostTasks host_tasks;
     T* host_grads = nullptr;        // (shard_numel): reduced gradient slices on the host
-    T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output (the shard itself with offload_param)
+    T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output with offload_param (the
+                                    // shard itself) or a delayed update (uploaded after it); else null and
+    T* param_landing[2] = {};       // two slices it goes up through, a unit at a time
+    Event param_landing_read[2] = {};  // each slice's last upload has read it
     T* host_staging[2] = {};        // stages 2-3, accumulating on the host: two slices where reduced slices land
     Event staging_ready[2] = {};
     std::vector<Event> unit_on_host;              // (units): a unit's final slice is copied to host_grads
@@ -644,8 +649,13 @@ class ZeroEngine {
             host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
             if (delay_steps > 0)  // the next step's gradients, while the delayed AdamW reads the last step's
                 host_grads_next = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host_next", false);
-            host_params = offload_param ? params_shard
-                                        : mem.allocate_array<T>(shard, MemKind::Params, H, "params_shard_host", true);
+            if (offload_param) host_params = params_shard;
+            else if (delay_steps > 0)
+                host_params = mem.allocate_array<T>(shard, MemKind::Params, H, "params_shard_host", true);
+            else
+                for (int k = 0; k < 2; k++)
+                    param_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H,
+                                                             "params_landing_host" + std::to_string(k), false);
             if (stage >= 2 && micro_steps > 1 && !device_accum)
                 for (int k = 0; k < 2; k++)
                     host_staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H,
@@ -860,30 +870,39 @@ class ZeroEngine {
     }
 
     // The CPU AdamW, unit by unit; each unit's new parameters go up (and, at
-    // stages 1-2, are all-gathered) while the CPU updates the next.
+    // stages 1-2, are all-gathered) while the CPU updates the next. Without a
+    // host copy of the parameters they go up through two landing slices in
+    // turn, the CPU waiting for a slice's last upload before writing it again.
     void step_on_host(AdamWStep s, const OptimizerConfig& oc) {
         size_t next = 0;
         for (int u = 0; u < plan.num_units(); u++) {
-            for (; next < pieces.size() && pieces[next].unit == u; next++) cpu_adamw(pieces[next], s, oc, host_grads);
+            const int k = u & 1;
+            T* out = host_params ? host_params + plan.shard_offset[u] : param_landing[k];
+            if (!host_params) event_sync(param_landing_read[k]);
+            for (; next < pieces.size() && pieces[next].unit == u; next++) {
+                const ShardPiece& p = pieces[next];
+                cpu_adamw(p, s, oc, host_grads + p.shard_offset, out + (p.shard_offset - plan.shard_offset[u]));
+            }
             if (offload_param) continue;  // the host slices are the parameters
-            upload_unit(u);
+            upload_unit(u, out);
+            if (!host_params) event_record(param_landing_read[k], comm_stream);
         }
         event_record(comm_done, comm_stream);
     }
 
-    // The CPU AdamW of one piece, from the host gradients `grads`, into master,
-    // m, v and host_params.
-    void cpu_adamw(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* grads) {
+    // The CPU AdamW of one piece, from its host gradients `g`, into master, m, v
+    // and its compute-dtype copy `out`.
+    void cpu_adamw(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
         s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
         size_t o = p.shard_offset;
-        cpu_adam->step(master + o, adam_m + o, adam_v + o, grads + o, host_params + o, p.numel, s, key(p));
+        cpu_adam->step(master + o, adam_m + o, adam_v + o, g, out, p.numel, s, key(p));
     }
 
-    // Unit u's new slice from host_params up (stages 1-2: then all-gathered in place).
-    void upload_unit(int u) {
+    // Unit u's new slice from host memory (`src`) up (stages 1-2: then all-gathered in place).
+    void upload_unit(int u, const T* src) {
         size_t slice = plan.slice_numel(u);
         T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
-        to_device(dst, host_params + plan.shard_offset[u], slice, u);
+        to_device(dst, src, slice, u);
         if (stage < 3) gather_full_params(u, comm_stream);
     }
 
@@ -896,7 +915,7 @@ class ZeroEngine {
         const T* grads = host_grads;
         delayed->submit(params_uploaded, [this, s, oc, grads] {
             HostClock clock;
-            for (const ShardPiece& p : pieces) cpu_adamw(p, s, oc, grads);
+            for (const ShardPiece& p : pieces) cpu_adamw(p, s, oc, grads + p.shard_offset, host_params + p.shard_offset);
             delayed_adamw_ms = clock.lap();
         });
         update_pending = true;

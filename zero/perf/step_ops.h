@@ -535,10 +535,12 @@ class Walker {
                     collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm, u == 0 ? std::vector<int>{done}
                                                                                                   : std::vector<int>{});
         } else if (!delayed) {
+            std::vector<int> up;  // each unit's upload: unit u + 2 writes the landing slice it read
             for (int u = 0; u < plan.num_units(); u++) {
-                int cpu = cpu_adamw(pieces, u, Lane::Host, {});
+                int cpu = cpu_adamw(pieces, u, Lane::Host, u >= 2 && !q.offload_param ? std::vector<int>{up[u - 2]}
+                                                                                     : std::vector<int>{});
                 if (q.offload_param) continue;
-                transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm, {cpu});
+                up.push_back(transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm, {cpu}));
                 if (q.stage < 3) collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm);
             }
         } else {  // the AdamW the last step queued, its parameters up, then this step's AdamW on its thread
