@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
                 RunResult host = run_into(name + "_host", run);
                 run.offload_grad_accum = "device";
                 RunResult device = run_into(name + "_device", run);
-                EXPECT(device.output.find("gradients accumulate on the device") != std::string::npos &&
+                EXPECT(device.output.find("gradients add up in a device shard") != std::string::npos &&
                            host.output.find("gradients accumulate on the host") != std::string::npos,
                        "%s: the headers do not say where gradients accumulate:\n%s", name.c_str(),
                        device.output.c_str());

@@ -12,8 +12,9 @@
 // Ours adds what a real run holds beside them: stage 3's gathered units (the
 // embeddings unit and two layer units), stages 2-3's in-flight gradient units
 // with their reduce-scatter landing slice, and with optimizer offload at
-// stages 2-3 under gradient accumulation either two host landing slices or
-// (offload_grad_accum_device) a device gradient shard, s Psi / N. The CPU
+// stages 2-3 under gradient accumulation two host landing slices; or, with
+// offload_grad_accum_device, a device gradient shard, s Psi / N, and no host
+// gradient buffer (two host landing slices it goes down through). The CPU
 // AdamW's new parameters go up through two host landing slices, except with
 // parameter offload (the host slices are the parameters) and with the delayed
 // parameter update, which keeps a host copy, s Psi / N, and a second host
@@ -115,7 +116,10 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // offload at stages 2-3 with several micro-steps: they add up either on the
     // host (through two host landing slices) or in a device gradient shard
     const bool host_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && !q.offload_grad_accum_device;
-    const bool device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
+    const bool device_accum = off_opt && q.stage >= 2 && q.offload_grad_accum_device;
+    // ... which then goes down during the step through two host landing slices
+    // (with a delayed update: into the host gradient buffer, at the last micro-step)
+    const bool grads_down_in_step = device_accum && !q.offload_delay;
 
     MemoryPrediction p;
     p.psi = layout.num_parameters();
@@ -136,7 +140,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double comm = q.stage < 2 ? 0 : slice * s;  // the reduce-scatter's landing slice
     // --- model states, host (offload)
     double host_optimizer = off_opt ? ZERO_K * psi / N : 0;
-    double host_grads = off_opt ? psi / N * s : 0;
+    double host_grads = off_opt && !grads_down_in_step ? psi / N * s : 0;
     // the delayed update: the last step's gradients, which its AdamW reads during this step
     double pending_grads = off_opt && q.offload_delay ? psi / N * s : 0;
     // the CPU AdamW's compute-dtype output: the parameter slices themselves
@@ -144,7 +148,8 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     // two landing slices it goes up through unit by unit
     const bool host_param_copy = off_par || q.offload_delay;
     double host_params = off_opt && host_param_copy ? psi / N * s : 0;
-    double host_comm = (host_accum ? 2 * slice * s : 0) + (off_opt && !host_param_copy ? 2 * slice * s : 0);
+    double host_comm = (host_accum ? 2 * slice * s : 0) + (off_opt && !host_param_copy ? 2 * slice * s : 0) +
+                       (grads_down_in_step ? 2 * slice * s : 0);
 
     // --- activations: what forward saves (see zero/layout/activations.h for the list).
     // With tensor parallelism (t > 1) the column-parallel outputs (qkv, attention,
@@ -184,7 +189,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
                      + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
                      + (q.sp ? part(2 * C * s) : 0)                  // a layernorm's gradients from a rank's rows
-                     + (off_opt ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
+                     + (off_opt && !grads_down_in_step ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
 
     auto set = [&](MemCounts& m, Arena a, MemKind k, double bytes) { m.at(a, k) = (size_t)bytes; };
@@ -237,7 +242,7 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
     fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s%s%s\n",
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
             q.offload_optimizer ? ", optimizer offload" : "",
-            q.offload_optimizer && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device
+            q.offload_optimizer && q.stage >= 2 && q.offload_grad_accum_device
                 ? " (gradients accumulated on the device)" : "",
             q.offload_delay ? ", delayed parameter update" : "",
             q.offload_param ? ", parameter offload" : "",

@@ -22,15 +22,19 @@
 // (stage 3) the compute-dtype slices themselves live on the host and are copied
 // up just before each unit's all-gather.
 //
-// Offload with gradient accumulation, stages 2-3: micro-step 0 copies each
-// reduced slice straight into its host gradient slice. Later micro-steps either
-// add on the host (the default, as DeepSpeed does: the slice lands in a host
-// staging slice and a host thread adds it, reading 2 and writing 1 compute-dtype
-// element per parameter per micro-step) or, with grad_accum_on_device, add into
-// a device gradient shard as without offload (s Psi / N more device bytes) and
-// copy each unit's slice down once, at the last micro-step. Either way a host
-// task takes the unit's sums of squares for the gradient norm as soon as its
-// final slice is there, so the norm is ready when backward ends.
+// Offload's gradients, stages 2-3: micro-step 0 copies each reduced slice
+// straight into its host gradient slice. Later micro-steps (gradient
+// accumulation) add on the host: the slice lands in a host staging slice and a
+// host thread adds it, reading 2 and writing 1 compute-dtype element per
+// parameter per micro-step, as DeepSpeed does. A host task takes each unit's
+// sums of squares for the gradient norm as soon as its final slice is there,
+// so the norm is ready when backward ends. With grad_accum_on_device the
+// slices add up in a device gradient shard instead, as without offload (s Psi
+// / N more device bytes, s Psi / N fewer host bytes): the step takes the norm
+// there and copies each unit's slice down through two host landing slices
+// just ahead of its CPU AdamW. (With a delayed update each unit's slice goes
+// down into a host gradient buffer at the last micro-step, since the AdamW
+// runs while the next step's backward writes the shard.)
 //
 // Delayed parameter update (ZeRO-Offload's DPU, delay_steps = W > 0, offload
 // without offload_param): the first W steps update as above. From then on the
@@ -160,8 +164,9 @@ class ZeroEngine {
           seed(cfg.seed),
           offload_optimizer(cfg.offload_optimizer),
           offload_param(cfg.offload_param),
-          device_accum(cfg.offload_optimizer && cfg.stage >= 2 && cfg.micro_steps > 1 && cfg.grad_accum_on_device),
+          device_accum(cfg.offload_optimizer && cfg.stage >= 2 && cfg.grad_accum_on_device),
           delay_steps(cfg.delay_steps),
+          grads_down_in_step(device_accum && delay_steps == 0),
           tensor(tensor_),
           tp_rank(tensor_ ? tensor_->rank : 0),
           pipe(pipe_),
@@ -188,6 +193,7 @@ class ZeroEngine {
         comm_done = event_create();
         for (Event& e : staging_ready) e = event_create();
         for (Event& e : param_landing_read) e = event_create();
+        for (Event& e : grads_down_ready) e = event_create();
         pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
         norm_pieces = plan.pieces_of_rank(rank);
         if (offload_optimizer) {
@@ -212,6 +218,7 @@ class ZeroEngine {
         grad_slots.reset();
         for (Event& e : staging_ready) event_destroy(e);
         for (Event& e : param_landing_read) event_destroy(e);
+        for (Event& e : grads_down_ready) event_destroy(e);
         for (Event& e : unit_on_host) event_destroy(e);
         if (delayed) event_destroy(params_uploaded);
         event_destroy(compute_done);
@@ -229,10 +236,12 @@ class ZeroEngine {
     const int stage, micro_steps, rank, world;
     const uint64_t seed;
     const bool offload_optimizer, offload_param;
-    // offload, stages 2-3, several micro-steps: gradients accumulate in grad_shard
-    // on the device and go down to the host once per step
+    // offload, stages 2-3: gradients accumulate in grad_shard on the device and
+    // go down to the host once per step, during the step (grads_down_in_step)
+    // or, with a delayed update, at the last micro-step
     const bool device_accum;
     const int delay_steps;  // the delayed parameter update's W, or 0
+    const bool grads_down_in_step;
     Comm* const tensor;  // the tensor group, or null
     const int tp_rank;
     Comm* const pipe;  // the pipeline group (rank = stage), or null
@@ -414,7 +423,7 @@ class ZeroEngine {
         // too), so the norm has the same bits whatever the stage. With offload
         // the host tasks queued by grads_done have taken them unit by unit.
         std::vector<float> partials(norm_pieces.size());
-        if (offload_optimizer) {
+        if (host_grads) {
             for (int u = 0; u < plan.num_units(); u++)
                 if (!host_norm_taken[u]) host_sumsq_of_unit(u);
             partials = host_norm_partials;
@@ -595,11 +604,13 @@ class ZeroEngine {
     // optimizer offload
     std::unique_ptr<CpuAdamW> cpu_adam;
     HostTasks host_tasks;
-    T* host_grads = nullptr;        // (shard_numel): reduced gradient slices on the host
+    T* host_grads = nullptr;        // (shard_numel): reduced gradient slices on the host (null if grads_down_in_step)
     T* host_params = nullptr;       // (shard_numel): the CPU AdamW's compute-dtype output with offload_param (the
                                     // shard itself) or a delayed update (uploaded after it); else null and
     T* param_landing[2] = {};       // two slices it goes up through, a unit at a time
     Event param_landing_read[2] = {};  // each slice's last upload has read it
+    T* grads_down[2] = {};          // grads_down_in_step: two slices the gradient shard goes down through
+    Event grads_down_ready[2] = {};
     T* host_staging[2] = {};        // stages 2-3, accumulating on the host: two slices where reduced slices land
     Event staging_ready[2] = {};
     std::vector<Event> unit_on_host;              // (units): a unit's final slice is copied to host_grads
@@ -646,7 +657,11 @@ class ZeroEngine {
         adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "adam_m", true);
         adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, oa, "adam_v", true);
         if (offload_optimizer) {
-            host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
+            if (!grads_down_in_step) host_grads = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host", false);
+            else
+                for (int k = 0; k < 2; k++)
+                    grads_down[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_host" + std::to_string(k),
+                                                          false);
             if (delay_steps > 0)  // the next step's gradients, while the delayed AdamW reads the last step's
                 host_grads_next = mem.allocate_array<T>(shard, MemKind::Grads, H, "grads_shard_host_next", false);
             if (offload_param) host_params = params_shard;
@@ -660,9 +675,9 @@ class ZeroEngine {
                 for (int k = 0; k < 2; k++)
                     host_staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H,
                                                             "grads_landing_host" + std::to_string(k), false);
-        } else {
-            norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, D, "norm_partials", false);
         }
+        if (!offload_optimizer || grads_down_in_step)
+            norm_partials = mem.allocate_array<float>(norm_pieces.size(), MemKind::Scratch, D, "norm_partials", false);
     }
 
     // Unit u's reduction of this micro-step, on the comm stream (grads_done starts
@@ -672,7 +687,7 @@ class ZeroEngine {
         bool last = micro_step == micro_steps - 1;
         comm.unit = u;
         size_t slice = plan.slice_numel(u);
-        T* host_slice = offload_optimizer ? host_grads + plan.shard_offset[u] : nullptr;
+        T* host_slice = host_grads ? host_grads + plan.shard_offset[u] : nullptr;
         if (stage == 0) {
             comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
         } else if (stage == 1) {
@@ -691,7 +706,7 @@ class ZeroEngine {
                 KernelCtx c = ctx;
                 c.stream = comm_stream;
                 accumulate(c, device_slice, comm_buffer, slice, micro_step == 0);
-                if (device_accum && last) to_host(host_slice, device_slice, slice, u);
+                if (host_slice && last) to_host(host_slice, device_slice, slice, u);
             }
             vacate(*slot, comm_stream);
         }
@@ -705,7 +720,7 @@ class ZeroEngine {
             host_grads_live = true;
             mem.set_live(host_grads, true);
         }
-        if (offload_optimizer && last) {
+        if (host_grads && last) {
             // the unit's final slice is on its way to host_grads (after the host
             // add queued above, if any): its share of the norm is host work that
             // can run during the rest of backward instead of in step()
@@ -875,19 +890,33 @@ class ZeroEngine {
     // turn, the CPU waiting for a slice's last upload before writing it again.
     void step_on_host(AdamWStep s, const OptimizerConfig& oc) {
         size_t next = 0;
+        if (!host_grads) grads_down_unit(0);
         for (int u = 0; u < plan.num_units(); u++) {
             const int k = u & 1;
+            const T* g = host_grads ? host_grads + plan.shard_offset[u] : grads_down[k];
+            if (!host_grads) {  // the next unit's slice goes down while the CPU works on this one
+                if (u + 1 < plan.num_units()) grads_down_unit(u + 1);
+                event_sync(grads_down_ready[k]);
+            }
             T* out = host_params ? host_params + plan.shard_offset[u] : param_landing[k];
             if (!host_params) event_sync(param_landing_read[k]);
             for (; next < pieces.size() && pieces[next].unit == u; next++) {
                 const ShardPiece& p = pieces[next];
-                cpu_adamw(p, s, oc, host_grads + p.shard_offset, out + (p.shard_offset - plan.shard_offset[u]));
+                const size_t at = p.shard_offset - plan.shard_offset[u];
+                cpu_adamw(p, s, oc, g + at, out + at);
             }
             if (offload_param) continue;  // the host slices are the parameters
             upload_unit(u, out);
             if (!host_params) event_record(param_landing_read[k], comm_stream);
         }
         event_record(comm_done, comm_stream);
+    }
+
+    // grads_down_in_step: unit u's gradient slice from the device shard down into
+    // landing slice u % 2 (whose last reader, the CPU AdamW of unit u - 2, is done).
+    void grads_down_unit(int u) {
+        to_host(grads_down[u & 1], grad_shard + plan.shard_offset[u], plan.slice_numel(u), u);
+        event_record(grads_down_ready[u & 1], comm_stream);
     }
 
     // The CPU AdamW of one piece, from its host gradients `g`, into master, m, v

@@ -83,7 +83,8 @@ class Walker {
           R(q_.sp ? BT / q_.tp : BT), st(q_.pp_stage) {
         off_opt = q.offload_optimizer;
         delayed = off_opt && q.offload_delay;
-        device_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && q.offload_grad_accum_device;
+        device_accum = off_opt && q.stage >= 2 && q.offload_grad_accum_device;
+        host_grads = off_opt && !(device_accum && !delayed);  // else the shard goes down during the step
         pa = q.tp > 1 && !q.sp && q.recompute == 2 && q.partition_activations;
         pipelined = layout.pipelined(), tied = pipelined && layout.has_embed();
         head_grads = st.first && st.last && q.micro_steps > 1;
@@ -125,7 +126,7 @@ class Walker {
     const ShardPlan plan;
     const long s, BT, C, Cl, NHl, Vl, R;
     StageRange st;
-    bool off_opt = false, device_accum = false, pa = false, pipelined = false, tied = false, head_grads = false;
+    bool off_opt = false, device_accum = false, host_grads = false, pa = false, pipelined = false, tied = false, head_grads = false;
     bool delayed = false;
     int pending_update = -1;  // the delayed update's last AdamW op, queued by the step before
     int cur_step = 0;
@@ -312,13 +313,13 @@ class Walker {
                 }
             } else {
                 kernel(typed("accumulate"), {(long)slice}, Lane::Comm, u);
-                if (device_accum && last) transfer("to_host", slice * s, u, Lane::Comm);
+                if (device_accum && host_grads && last) transfer("to_host", slice * s, u, Lane::Comm);
             }
             Slot* slot = holding(gslots, u);
             slot->free = last_on(Lane::Comm);
             slot->unit = -1, slot->in_use = false;
         }
-        if (off_opt && last) {  // the unit's sums of squares, once its final slice is on the host
+        if (host_grads && last) {  // the unit's sums of squares, once its final slice is on the host
             StepOp norm;
             norm.kind = typed("host_sumsq"), norm.lane = Lane::Worker, norm.unit = u;
             norm.dims = {(long)unit_norm_numel(u)}, norm.after = {last_on(Lane::Comm)};
@@ -357,7 +358,7 @@ class Walker {
             p2p(true, st.stages - 1, bytes, 0, Lane::Comm, after);
         } else {
             p2p(false, 0, bytes, 0, Lane::Comm, after);
-            if (off_opt) transfer("to_host", bytes, 0, Lane::Comm);
+            if (host_grads) transfer("to_host", bytes, 0, Lane::Comm);
         }
         comm_done = last_on(Lane::Comm);
     }
@@ -518,7 +519,8 @@ class Walker {
         if (off_opt) {
             add_host_wait(last_on(Lane::Comm));    // stream_sync(comm)
             add_host_wait(last_on(Lane::Worker));  // the host adds and the norm's sums of squares
-        } else {
+        }
+        if (!host_grads) {
             for (const ShardPiece& p : norm_pieces)
                 if (!(layout.head_copy() && p.unit == 0)) k(typed("sumsq"), {(long)p.numel}, p.unit);
             add_host_wait(last_on(Lane::Compute));  // the partial sums read back
@@ -535,12 +537,24 @@ class Walker {
                     collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm, u == 0 ? std::vector<int>{done}
                                                                                                   : std::vector<int>{});
         } else if (!delayed) {
-            std::vector<int> up;  // each unit's upload: unit u + 2 writes the landing slice it read
+            // each unit's upload (unit u + 2 writes the landing slice it read); with the
+            // gradient shard on the device, each unit's slice down, issued while the
+            // CPU works on the unit before (which read its landing slice last)
+            std::vector<int> up, down, cpu;
+            auto grads_down = [&](int u, std::vector<int> after) {
+                down.push_back(transfer("to_host", plan.slice_numel(u) * s, u, Lane::Comm, after));
+            };
+            if (!host_grads) grads_down(0, {});
             for (int u = 0; u < plan.num_units(); u++) {
-                int cpu = cpu_adamw(pieces, u, Lane::Host, u >= 2 && !q.offload_param ? std::vector<int>{up[u - 2]}
-                                                                                     : std::vector<int>{});
+                std::vector<int> after;
+                if (!host_grads) {
+                    if (u + 1 < plan.num_units()) grads_down(u + 1, u >= 1 ? std::vector<int>{cpu[u - 1]} : std::vector<int>{});
+                    after.push_back(down[u]);
+                }
+                if (u >= 2 && !q.offload_param) after.push_back(up[u - 2]);
+                cpu.push_back(cpu_adamw(pieces, u, Lane::Host, after));
                 if (q.offload_param) continue;
-                up.push_back(transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm, {cpu}));
+                up.push_back(transfer("to_device", plan.slice_numel(u) * s, u, Lane::Comm, {cpu[u]}));
                 if (q.stage < 3) collective("all_gather", "data", plan.padded[u] * s, u, Lane::Comm);
             }
         } else {  // the AdamW the last step queued, its parameters up, then this step's AdamW on its thread

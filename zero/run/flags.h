@@ -94,9 +94,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--offload_param", &O::offload_param,
              "none | cpu: stage 3's parameter slices in host memory (needs --offload_optimizer cpu)"),
         flag(nullptr, "--offload_grad_accum", &O::offload_grad_accum,
-             "host | device: with --offload_optimizer cpu at stages 2-3 and several micro-steps, add each "
-             "micro-step's gradient slices on the host, or on the device (s*Psi/N more device memory; one copy "
-             "down per step); one micro-step: no difference"),
+             "host | device: with --offload_optimizer cpu at stages 2-3, where the gradient slices add up until "
+             "the step: in host memory, each micro-step's going down as it is reduced; or in a device shard "
+             "(s*Psi/N bytes moved from the host to the device), going down during the step ahead of the CPU AdamW"),
         flag(nullptr, "--offload_delay_steps", &O::offload_delay_steps,
              "W: with --offload_optimizer cpu, after W ordinary steps each step's CPU AdamW runs during the next "
              "step, which computes on the parameters from before that update (ZeRO-Offload's delayed parameter "

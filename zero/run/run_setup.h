@@ -104,10 +104,10 @@ inline std::string offload_grad_accum_text(const TrainOptions& o, const RunSetup
     std::string s = "optimizer offload: ";
     if (o.zero_stage < 2)
         return s + "gradients accumulate on the device (stage 1's full buffer); its slices go to the host once per step";
-    if (r.micro_steps == 1) return s + "one micro-step: each reduced gradient slice goes straight to the host";
     if (r.offload_grad_accum_device)
-        return s + "gradients accumulate on the device (--offload_grad_accum device); each slice goes to the host "
-                   "once per step";
+        return s + "gradients add up in a device shard (--offload_grad_accum device); each unit's slice goes to the "
+                   "host " + (o.offload_delay_steps > 0 ? "at the last micro-step" : "during the step, ahead of its CPU AdamW");
+    if (r.micro_steps == 1) return s + "one micro-step: each reduced gradient slice goes straight to the host";
     return s + "gradients accumulate on the host (--offload_grad_accum host); every micro-step's slices go down";
 }
 
