@@ -104,6 +104,7 @@ struct FitOption {
 
 // Every combination of stage, micro-batch (same tokens per step), recomputation
 // and offload at least as frugal as q's, cheapest first, that passes `ok`.
+// (Offload's gradient shard on the device frugal with the host, not the device.)
 template <typename Ok>
 std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
     std::vector<FitOption> out;
@@ -112,19 +113,22 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
             if (q.micro_batch % b != 0) continue;
             for (int r = q.recompute; r <= 2; r++)
                 for (int off = 0; off <= 2; off++)  // none, optimizer, optimizer + parameters
-                    for (int act = 0; act <= 1; act++) {
+                    for (int more = 0; more < 4; more++) {  // activations offloaded (1), the gradient shard on the device (2)
+                        const bool act = more & 1, acc = more & 2;
                         MemoryQuery a = q;
                         a.stage = z, a.micro_batch = b, a.micro_steps = q.micro_steps * (q.micro_batch / b);
                         a.recompute = r;
                         a.offload_optimizer = q.offload_optimizer || off >= 1;
                         a.offload_param = q.offload_param || off >= 2;
-                        a.offload_activations = q.offload_activations || act == 1;
+                        a.offload_activations = q.offload_activations || act;
+                        a.offload_grad_accum_device = q.offload_grad_accum_device || acc;
                         if ((a.offload_optimizer && z == 0) || (a.offload_param && z != 3) ||
-                            (a.offload_activations && r != 2) || (a.offload_param && a.offload_delay))
+                            (a.offload_activations && r != 2) || (a.offload_param && a.offload_delay) ||
+                            (acc && (!a.offload_optimizer || z < 2)))
                             continue;  // not a valid run
                         if (off >= 1 && q.offload_optimizer && off == 1) continue;
                         if (off >= 2 && q.offload_param) continue;
-                        if (act == 1 && q.offload_activations) continue;
+                        if ((act && q.offload_activations) || (acc && q.offload_grad_accum_device)) continue;
                         FitOption f;
                         f.q = a;
                         int halvings = 0;
@@ -133,7 +137,7 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                                  (r > q.recompute ? (r == 1 ? 1 : 3) - (q.recompute == 1 ? 1 : 0) : 0) +
                                  (a.offload_optimizer && !q.offload_optimizer ? 4 : 0) +
                                  (a.offload_param && !q.offload_param ? 4 : 0) +
-                                 (a.offload_activations && !q.offload_activations ? 2 : 0);
+                                 (a.offload_activations && !q.offload_activations ? 2 : 0) + (acc ? 1 : 0);
                         if (f.cost == 0 || !ok(a)) continue;
                         rank_need(a, f.dev, f.host);
                         std::string fl;
@@ -144,6 +148,7 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                         if (a.offload_optimizer != q.offload_optimizer) fl += " --offload_optimizer cpu";
                         if (a.offload_param != q.offload_param) fl += " --offload_param cpu";
                         if (a.offload_activations != q.offload_activations) fl += " --offload_activations 1";
+                        if (acc) fl += " --offload_grad_accum device";
                         f.flags = fl.substr(1);
                         out.push_back(f);
                     }
