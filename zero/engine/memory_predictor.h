@@ -113,12 +113,12 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     size_t P0 = plan.padded[0], Pmax = 0;
     for (int u = 1; u < plan.num_units(); u++) Pmax = std::max(Pmax, plan.padded[u]);
     const bool off_opt = q.offload_optimizer, off_par = q.offload_param;
-    // offload at stages 2-3 with several micro-steps: they add up either on the
-    // host (through two host landing slices) or in a device gradient shard
+    // offload at stages 2-3: the gradient slices add up on the host (through two
+    // host landing slices, with several micro-steps) or in a device gradient
+    // shard, which goes down during the step through two host landing slices
+    // (with a delayed update: into the host gradient buffer, at the last micro-step)
     const bool host_accum = off_opt && q.stage >= 2 && q.micro_steps > 1 && !q.offload_grad_accum_device;
     const bool device_accum = off_opt && q.stage >= 2 && q.offload_grad_accum_device;
-    // ... which then goes down during the step through two host landing slices
-    // (with a delayed update: into the host gradient buffer, at the last micro-step)
     const bool grads_down_in_step = device_accum && !q.offload_delay;
 
     MemoryPrediction p;

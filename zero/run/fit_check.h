@@ -104,7 +104,7 @@ struct FitOption {
 
 // Every combination of stage, micro-batch (same tokens per step), recomputation
 // and offload at least as frugal as q's, cheapest first, that passes `ok`.
-// (Offload's gradient shard on the device frugal with the host, not the device.)
+// (Offload's gradient shard on the device spares the host, not the device.)
 template <typename Ok>
 std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
     std::vector<FitOption> out;
