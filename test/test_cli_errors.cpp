@@ -49,6 +49,8 @@ int main(int argc, char** argv) {
     expect_error("--grad_clip -inf", "flag --grad_clip wants a finite number");
     expect_error("--adam_eps 1e300", "flag --adam_eps wants a finite number, got '1e300'");
     expect_error("--device_memory inf", "flag --device_memory wants a finite number");
+    expect_error("--host_memory 100000", "--host_memory plans for another machine: give its device's memory too");
+    expect_error("--device_memory 80000 --host_memory -1", "--host_memory must be >= 0 MiB");
     expect_error("-i " + dir, "cli_errors is a directory, not a file");
     expect_error("-e " + dir + "/", "cli_errors/ is a directory, not a file");
     expect_error("extra", "unexpected argument 'extra'");

@@ -8,7 +8,10 @@
 //   * d48 at -z 1 -b 4 in 4000 MiB per rank: no single change fits; the advice
 //     lists combinations, cheapest first, and each one, re-estimated with its
 //     flags, fits; and on more devices, the fewest pipeline stages that fit:
-//     re-estimated, that fits (every stage), half of it does not.
+//     re-estimated, that fits (every stage), half of it does not;
+//   * 9.27B with optimizer offload planned for an 80 GB device and 106.7 GiB of
+//     host (--host_memory): the host is the bound, the cheapest advice keeps the
+//     gradient shard on the device, which fits; 9.47B does not.
 //
 // usage: test_fit_check <path to train_gpt2_zero_cpu>
 #include <cstdio>
@@ -75,6 +78,26 @@ int main(int argc, char** argv) {
         EXPECT(pp / 2 == 1 || (half.status == 1 && half.output.find("fits: no") != std::string::npos),
                "--pp %d fits too, but --pp %d was proposed:\n%s", pp / 2, pp, half.output.c_str());
     }
+    // the host as the bound (--host_memory): optimizer offload of 9.27B parameters
+    // (d48's width, 45 layers) on an 80 GB device and the 106.7 GiB a 123 GiB
+    // host leaves after the margin. The cheapest advice keeps the gradient shard
+    // on the device, and with it the run fits; one layer more does not
+    const std::string big = trainer + " -t 1024 -p bf16 -b 1 -z 3 -r 2 --offload_optimizer cpu --device_memory 81559 "
+                                      "--host_memory 109260 --estimate 1 -e L=";
+    CommandResult host_bound = run_command(big + "45,H=32,C=4096");
+    size_t advice = host_bound.output.find("these would make each rank fit");
+    size_t first = host_bound.output.find("\n    -", advice);
+    EXPECT(host_bound.status == 1 && host_bound.output.find("(--host_memory): does NOT fit") != std::string::npos &&
+               advice != std::string::npos && first != std::string::npos &&
+               host_bound.output.compare(first + 5, 27, "--offload_grad_accum device") == 0,
+           "9.27B with optimizer offload on a 106.7 GiB host:\n%s", host_bound.output.c_str());
+    CommandResult lean = run_command(big + "45,H=32,C=4096 --offload_grad_accum device");
+    CommandResult one_more = run_command(big + "46,H=32,C=4096 --offload_grad_accum device");
+    EXPECT(lean.status == 0 && lean.output.find("fits: yes") != std::string::npos,
+           "9.27B with the gradient shard on the device:\n%s", lean.output.c_str());
+    EXPECT(one_more.status == 1 && one_more.output.find("fits: no") != std::string::npos,
+           "9.47B with the gradient shard on the device fits 106.7 GiB of host:\n%s", one_more.output.c_str());
+
     // the same without the estimate: refused before allocating anything
     CommandResult refused = run_command(trainer + " -e d48 -t 1024 -p bf16 -b 4 -z 1 --ranks 8 --device_memory 4000 -x 1");
     EXPECT(refused.status == 1 && refused.output.find("error: predicted out of memory") != std::string::npos &&

@@ -32,9 +32,11 @@ struct MemoryCapacity {
     double plan_device = 0;  // bytes of one rank's device in the plan (margin taken off where measured)
     double device = 0;       // bytes the ranks of this process may use on this machine's device
     double host = 0;         // bytes of host memory available (margin taken off); 0: unknown
+    double plan_host = 0;    // bytes of one rank's host in the plan: --host_memory, else `host`
     double device_margin = 0, host_margin = 0;  // what was taken off, printed with a refusal
     bool shared = false;   // CPU build: this machine's "device" is its RAM, shared with the host arena
     bool planned = false;  // --device_memory: the plan's device is not this machine's
+    bool host_planned = false;  // --host_memory: nor its host
     std::string device_what;
 };
 
@@ -57,6 +59,11 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     c.device_what = "available RAM, less the margin";
 #endif
     c.plan_device = c.device;
+    c.plan_host = c.host;
+    if (o.host_memory_mib > 0) {  // as given, like --device_memory
+        c.plan_host = o.host_memory_mib * 1048576.0;
+        c.host_planned = true;
+    }
     if (o.device_memory_mib > 0) {  // the user's number, as given: planning for another GPU
         c.plan_device = o.device_memory_mib * 1048576.0;
         c.planned = true;
@@ -79,9 +86,9 @@ inline void rank_need(const MemoryQuery& q, double& dev, double& host) {
 inline bool plan_fits(const MemoryQuery& q, const MemoryCapacity& cap) {
     double dev, host;
     rank_need(q, dev, host);
-    if (cap.host <= 0 && !cap.planned) return true;  // unknown: do not guess
+    if (cap.plan_host <= 0 && !cap.planned) return true;  // unknown: do not guess
     if (cap.shared && !cap.planned) return dev + host <= cap.plan_device;
-    return dev <= cap.plan_device && (cap.host <= 0 || host <= cap.host);
+    return dev <= cap.plan_device && (cap.plan_host <= 0 || host <= cap.plan_host);
 }
 
 // This machine: do the `ranks` ranks of this process fit what it really has?
@@ -207,8 +214,10 @@ inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run, bool* 
     double dev, host;
     rank_need(q, dev, host);
     bool plan = plan_fits(q, cap), machine = machine_fits(q, ranks, cap);
-    printf("per rank: %.2f GiB device + %.2f GiB host, on a device of %.2f GiB (%s): %s\n", dev / GiB, host / GiB,
-           cap.plan_device / GiB, cap.planned ? "--device_memory" : cap.device_what.c_str(),
+    char planned_host[64] = "";
+    if (cap.host_planned) snprintf(planned_host, sizeof(planned_host), " and a host of %.2f GiB (--host_memory)", cap.plan_host / GiB);
+    printf("per rank: %.2f GiB device + %.2f GiB host, on a device of %.2f GiB (%s)%s: %s\n", dev / GiB, host / GiB,
+           cap.plan_device / GiB, cap.planned ? "--device_memory" : cap.device_what.c_str(), planned_host,
            plan ? "fits" : "does NOT fit");
     if (ranks > 1 || cap.planned)
         printf("this machine hosting %d rank(s): %.2f GiB %s, has %.2f GiB%s: %s\n", ranks,

@@ -105,6 +105,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "1: with -r 2, keep each layer's saved input in host memory"),
         flag(nullptr, "--device_memory", &O::device_memory_mib,
              "MiB of device memory to plan for (0: what the GPU has free; the CPU build: its RAM)"),
+        flag(nullptr, "--host_memory", &O::host_memory_mib,
+             "with --device_memory: MiB of host memory a rank may use on the planned machine, as given (0: this "
+             "machine's available RAM less 4 GiB + 10%)"),
         flag(nullptr, "--mem_report", &O::mem_report,
              "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
         flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory, check it fits this machine, and exit (status 1 if not)"),

@@ -50,6 +50,7 @@ struct TrainOptions {
     int offload_delay_steps = 0;  // W > 0: after W steps the CPU AdamW of each step overlaps the next (DPU)
     int offload_activations = 0;
     double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
+    double host_memory_mib = 0;    // with device_memory_mib: the planned machine's host memory (0: this machine's)
     int mem_report = 0;
     int estimate = 0;
     double params = 0;  // --estimate for a raw parameter count: model states only, any model

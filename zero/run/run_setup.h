@@ -289,6 +289,9 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
               o.val_max_batches >= 1,
           "-v, -s and -g must be >= 0, -n >= -1, -m >= 1");
     CHECK(o.device_memory_mib >= 0, "--device_memory must be >= 0 MiB");
+    CHECK(o.host_memory_mib >= 0, "--host_memory must be >= 0 MiB");
+    CHECK(o.host_memory_mib == 0 || o.device_memory_mib > 0,
+          "--host_memory plans for another machine: give its device's memory too (--device_memory)");
     CHECK(!o.resume || !o.output_dir.empty(), "-y 1 (resume) needs -o, the directory holding the checkpoints");
     CHECK(o.checkpoint_every <= 0 || !o.output_dir.empty(), "-n (checkpoint every) needs -o");
     if (r.dtype == DType::F16)
