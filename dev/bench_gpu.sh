@@ -341,18 +341,15 @@ offload)
     # optimizer offload with the micro-steps added on the device; and the same
     # with the delayed parameter update after one ordinary step (the CPU AdamW of
     # step t beside step t+1's forward and backward). Then host accumulation at 16.
-    delay=
-    ./train_gpt2_zero --help 2>&1 | grep -q -- --offload_delay_steps && delay="--offload_delay_steps 1"
+    delay="--offload_delay_steps 1"
     for d in 4096 16384 65536; do
         base=(-e d48 -b 4 -t 1024 -d "$d" -z 2 -p bf16)
         STEPS=6 train "d48_d${d}" "${base[@]}"
         STEPS=6 train "d48_d${d}_off" "${base[@]}" --offload_optimizer cpu --offload_grad_accum device
         row "d48 stage 2 -d $d offload / none" "$(ratio "$(tokps "d48_d${d}_off")" "$(tokps "d48_d${d}")") (target >= 0.8)"
-        if [ -n "$delay" ]; then
-            STEPS=6 train "d48_d${d}_dpu" "${base[@]}" --offload_optimizer cpu --offload_grad_accum device $delay
-            row "d48 stage 2 -d $d offload, delayed update / none" \
-                "$(ratio "$(tokps "d48_d${d}_dpu")" "$(tokps "d48_d${d}")") (target >= 0.8)"
-        fi
+        STEPS=6 train "d48_d${d}_dpu" "${base[@]}" --offload_optimizer cpu --offload_grad_accum device $delay
+        row "d48 stage 2 -d $d offload, delayed update / none" \
+            "$(ratio "$(tokps "d48_d${d}_dpu")" "$(tokps "d48_d${d}")") (target >= 0.8)"
     done
     STEPS=4 train d48_d65536_off_host -e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16 --offload_optimizer cpu
     row "d48 stage 2 -d 65536 offload, host accumulation / none" \
@@ -360,7 +357,7 @@ offload)
     # GPT-2 124M, where the GPU step is short against the CPU AdamW of 124M parameters
     STEPS=6 train d12_b16 -e d12 -b 16 -t 1024 -z 2 -p bf16
     STEPS=6 train d12_b16_off -e d12 -b 16 -t 1024 -z 2 -p bf16 --offload_optimizer cpu
-    [ -n "$delay" ] && STEPS=6 train d12_b16_dpu -e d12 -b 16 -t 1024 -z 2 -p bf16 --offload_optimizer cpu $delay
+    STEPS=6 train d12_b16_dpu -e d12 -b 16 -t 1024 -z 2 -p bf16 --offload_optimizer cpu $delay
     row "d12 B 16 stage 2 offload / none; delayed update / none" \
         "$(ratio "$(tokps d12_b16_off)" "$(tokps d12_b16)"); $(ratio "$(tokps d12_b16_dpu)" "$(tokps d12_b16)")"
     ;;

@@ -420,8 +420,9 @@ class ZeroEngine {
         }
 
         // sum of squares over the slices this rank owns, in every stage (stage 0
-        // too), so the norm has the same bits whatever the stage. With offload
-        // the host tasks queued by grads_done have taken them unit by unit.
+        // too), so the norm has the same bits whatever the stage. With host
+        // gradients (offload) the host tasks queued by grads_done have taken them
+        // unit by unit; a device gradient shard (offload too) is summed here.
         std::vector<float> partials(norm_pieces.size());
         if (host_grads) {
             for (int u = 0; u < plan.num_units(); u++)
