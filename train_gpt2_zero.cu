@@ -382,10 +382,10 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         StepResult res = zero.step(lr, oc, scaler.scale());
         stream_sync(ctx.stream);
         if (pipeline) pipeline->finish_step(step > start_step || total_steps - start_step == 1);
-        MemCounts live_step = mem.live_bytes();
+        double loss = step_total(model.last ? model.read_loss_sum(true) : 0.0) / tokens_per_step;
+        MemCounts live_step = mem.live_bytes();  // (the loss sums read back and let go: model states only)
         float loss_scale_used = scaler.scale();
         scaler.update(res.skipped);
-        double loss = step_total(model.last ? model.read_loss_sum(true) : 0.0) / tokens_per_step;
         double ms = step_clock.lap();
         if (step > start_step) total_ms += ms, timed_steps++;  // the first step warms up
 
@@ -475,6 +475,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (!o.predict.empty()) prepare_prediction(o);  // a cluster profile's world
+    resolve_batch(o);                                 // DeepSpeed's batch keys, over that world
     RunSetup run = make_run_setup(o);
     if (run.launch.rank == 0) print_option_sources(o, stdout);
     if (o.pp_schedule_print) {  // the schedule this run would follow, stage by stage

@@ -10,11 +10,14 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "test/test_util.h"
 #include "test/child_process.h"
 #include "zero/run/deepspeed_config.h"
 #include "zero/run/flags.h"
+#include "zero/run/run_setup.h"
 #include "zero/base/json.h"
 
 namespace {
@@ -285,6 +288,44 @@ void test_batch_rules() {
                    "train_batch_size (32) must equal micro-batch x gradient_accumulation_steps x world size = 3 x 4 x 2 = 24");
 }
 
+// With tensor or pipeline parallelism DeepSpeed's world size in the batch keys
+// is the data-parallel degree (its runtime/config.py divides the world by the
+// model-parallel ranks): the flags and the config through parse_flags,
+// resolve_batch and make_run_setup, as the trainer takes them.
+void test_model_parallel_batch() {
+    auto setup = [](const char* json, const std::vector<std::string>& flags) {
+        FILE* f = open_file("ds_mp_batch.json", "wb");
+        fputs(json, f);
+        fclose(f);
+        std::vector<std::string> args = {"prog", "-e", "L=2,H=4,C=64,V=512,T=32", "-t", "32",
+                                         "--deepspeed_config", "ds_mp_batch.json"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        std::vector<char*> argv;
+        for (std::string& a : args) argv.push_back(&a[0]);
+        TrainOptions o;
+        parse_flags((int)argv.size(), argv.data(), o);
+        resolve_batch(o);
+        RunSetup r = make_run_setup(o);
+        return std::make_tuple(o.micro_batch, r.micro_steps, o.total_batch / 32);  // B, accumulation, sequences
+    };
+    const char* micro2_accum2 = R"({"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2})";
+    // 4 ranks, 2 data-parallel: 2 x 2 x 2 = 8 sequences a step in 2 micro-steps
+    EXPECT(setup(micro2_accum2, {"--ranks", "4", "--tp", "2"}) == std::make_tuple(2, 2, 8L), "micro 2, accum 2, tp 2");
+    EXPECT(setup(micro2_accum2, {"--ranks", "4", "--pp", "2"}) == std::make_tuple(2, 2, 8L), "micro 2, accum 2, pp 2");
+    EXPECT(setup(micro2_accum2, {"--ranks", "8", "--tp", "2", "--pp", "2"}) == std::make_tuple(2, 2, 8L),
+           "micro 2, accum 2, tp 2 x pp 2");
+    EXPECT(setup(micro2_accum2, {"--ranks", "4"}) == std::make_tuple(2, 2, 16L), "micro 2, accum 2, 4 data ranks");
+    // train_batch_size 4 with micro 2 on 2 data-parallel ranks: one micro-step (the world of 4 would refuse it)
+    EXPECT(setup(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2})", {"--ranks", "4", "--tp", "2"}) ==
+               std::make_tuple(2, 1, 4L),
+           "train_batch_size 4, micro 2, tp 2");
+    EXPECT(setup(R"({"train_batch_size": 8})", {"--ranks", "4", "--pp", "2"}) == std::make_tuple(4, 1, 8L),
+           "train_batch_size 8 alone over 2 data ranks: micro-batch 4");
+    expect_failure("train_batch_size not a multiple of the data-parallel ranks", [&] {
+        setup(R"({"train_batch_size": 3})", {"--ranks", "4", "--tp", "2"});
+    }, "DeepSpeed train_batch_size (3) must be divisible by gradient_accumulation_steps x world size = 1 x 2");
+}
+
 // The header line saying what the config decided and what flags after it did
 void test_option_sources() {
     FILE* f = open_file("ds_sources.json", "wb");
@@ -294,6 +335,7 @@ void test_option_sources() {
     TrainOptions o;
     ChildResult r = run_in_child([&] {
         parse_flags(11, (char**)argv, o);
+        resolve_batch(o);
         print_option_sources(o, stderr);
         if (o.micro_batch != 4 || o.total_batch != 8 * 16 || o.zero_stage != 2 || o.learning_rate != 1e-3f) _exit(3);
     });
@@ -566,6 +608,7 @@ int main() {
     test_notes();
     test_deepspeed_defaults();
     test_batch_rules();
+    test_model_parallel_batch();
     test_option_sources();
     test_precision();
     test_scheduler_and_misc();

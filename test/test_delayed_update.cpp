@@ -115,8 +115,8 @@ static std::vector<Rank> run_case(const Case& c, bool delayed, const std::string
                 }
                 StepResult res = zero.step(1e-3f, oc, scale);
                 stream_sync(ctx.stream);
-                MemCounts live_step = mem.live_bytes();
                 r.losses.push_back(model.read_loss_sum(true));
+                MemCounts live_step = mem.live_bytes();  // (as the trainer: after the loss is read back)
                 r.norms.push_back(res.grad_norm);
                 r.skipped.push_back(res.skipped);
                 EXPECT(res.skipped == (step == c.skip_at), "%s rank %d step %d: skipped %d", name.c_str(), rank,

@@ -11,16 +11,76 @@
 //     re-estimated, that fits (every stage), half of it does not;
 //   * 9.27B with optimizer offload planned for an 80 GB device and 106.7 GiB of
 //     host (--host_memory): the host is the bound, the cheapest advice keeps the
-//     gradient shard on the device, which fits; 9.47B does not.
+//     gradient shard on the device, which fits; 9.47B does not;
+//   * the arithmetic, in this process: the host margin is 4 GiB + 10% of
+//     /proc/meminfo's MemAvailable read at run time, and what is left is the
+//     rest; the CPU build's machine check adds the device and host arenas (one
+//     RAM): a run whose arenas each fit but whose sum does not is refused, and
+//     the plan's shared check and the planned device's checks likewise.
 //
 // usage: test_fit_check <path to train_gpt2_zero_cpu>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
 
 #include "test/trainer_run.h"
+#include "zero/run/fit_check.h"
+
+// memory_capacity's host against /proc/meminfo, read before and after it.
+static void test_host_margin() {
+    const double GiB = 1073741824.0;
+    TrainOptions o;
+    const double before = host_available_bytes();
+    MemoryCapacity cap = memory_capacity(o);
+    const double after = host_available_bytes();
+    const double available = cap.host + cap.host_margin;  // what it read
+    EXPECT(before > 0 && after > 0, "/proc/meminfo has MemAvailable");
+    EXPECT(available >= std::min(before, after) && available <= std::max(before, after),
+           "the margin and what is left add up to MemAvailable: %.3f GiB, read %.3f and %.3f GiB", available / GiB,
+           before / GiB, after / GiB);
+    EXPECT(std::fabs(cap.host_margin - (4 * GiB + 0.10 * available)) < 1.0,
+           "the host margin is 4 GiB + 10%% of MemAvailable: %.3f GiB of %.3f GiB", cap.host_margin / GiB,
+           available / GiB);
+    EXPECT(cap.shared && cap.device == cap.host && cap.plan_device == cap.host && cap.plan_host == cap.host,
+           "the CPU build's device is the host's RAM, after the same margin");
+}
+
+// The two checks' arithmetic on one rank's predicted arenas.
+static void test_machine_and_plan_sums() {
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=32");
+    q.stage = 1, q.world = 2, q.micro_batch = 2, q.seq_len = 32, q.dtype_bytes = 4, q.offload_optimizer = true;
+    double dev, host;
+    rank_need(q, dev, host);
+    EXPECT(dev > 0 && host > 0, "an offloaded rank has device and host arenas: %.0f, %.0f bytes", dev, host);
+    const int ranks = 3;
+    MemoryCapacity shared;  // the CPU build: one RAM
+    shared.shared = true;
+    shared.host = shared.device = shared.plan_device = shared.plan_host = ranks * (dev + host);
+    EXPECT(machine_fits(q, ranks, shared), "3 ranks in exactly their arenas' sum");
+    shared.host = shared.device = ranks * (dev + host) - 1;
+    EXPECT(!machine_fits(q, ranks, shared), "3 ranks in a byte less than their device and host arenas");
+    shared.host = shared.device = ranks * std::max(dev, host) + 1;  // either arena alone fits
+    EXPECT(!machine_fits(q, ranks, shared), "the host arena forgotten: each arena fits alone, their sum does not");
+    shared.plan_device = shared.plan_host = dev + host;
+    EXPECT(plan_fits(q, shared), "one rank in exactly its arenas' sum");
+    shared.plan_device = shared.plan_host = dev + host - 1;
+    EXPECT(!plan_fits(q, shared), "one rank in a byte less");
+    MemoryCapacity gpu;  // a device of its own, and a host
+    gpu.device = gpu.plan_device = ranks * dev, gpu.host = gpu.plan_host = ranks * host;
+    EXPECT(machine_fits(q, ranks, gpu) && plan_fits(q, gpu), "device and host each exactly full");
+    gpu.host = ranks * host - 1;
+    EXPECT(!machine_fits(q, ranks, gpu), "the host a byte short");
+    gpu.host = ranks * host, gpu.device = ranks * dev - 1;
+    EXPECT(!machine_fits(q, ranks, gpu), "the device a byte short");
+    gpu.planned = true, gpu.plan_device = dev, gpu.plan_host = host - 1;
+    EXPECT(!plan_fits(q, gpu), "the planned host a byte short");
+}
 
 int main(int argc, char** argv) {
+    test_host_margin();
+    test_machine_and_plan_sums();
     const std::string trainer = trainer_from_args(argc, argv);
     auto estimate = [&](const std::string& flags) {
         return run_command(trainer + " -e d48 -t 1024 -p bf16 " + flags + " --estimate 1");

@@ -156,8 +156,8 @@ static PpResult run_case(const PpCase& c) {
                 }
                 zero.step(3e-4f, oc, 1.0f);
                 stream_sync(ctx.stream);
-                MemCounts live_step = mem.live_bytes();
                 double loss = model.last ? dpc.sum_scalar(model.read_loss_sum(true)) : 0.0;
+                MemCounts live_step = mem.live_bytes();  // (as the trainer: after the loss is read back)
                 if (pipe) loss = pipe->sum_scalar(loss);
                 if (rank == 0) result.losses.push_back(loss / ((double)SEQS * SEQ * A));
                 if (step != c.steps - 1) continue;

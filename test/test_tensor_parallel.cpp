@@ -144,8 +144,8 @@ static TpResult run_case(const TpCase& c) {
                 }
                 zero.step(3e-4f, oc, 1.0f);  // the trainer's default peak learning rate
                 stream_sync(ctx.stream);
-                MemCounts live_step = mem.live_bytes();
                 double loss = dpc.sum_scalar(model.read_loss_sum(true)) / ((double)GLOBAL_SEQS * SEQ * A);
+                MemCounts live_step = mem.live_bytes();  // (as the trainer: after the loss is read back)
                 if (rank == 0) result.losses.push_back(loss);
 
                 if (step != STEPS - 1) continue;

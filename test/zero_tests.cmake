@@ -4,6 +4,8 @@ zero_test(NAME zero_stages SOURCES test_zero_stages.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME zero_memory SOURCES test_zero_memory.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME oracle SOURCES test_oracle.cpp ARGS ${CPU_TRAINER} ${REPO_ROOT}/dev/gpt2_reference.py)
 zero_test(NAME shard_plan SOURCES test_shard_plan.cpp)
+# checking mode: the GPU's stream order held on the CPU, released memory poisoned
+zero_test(NAME stream_check SOURCES test_stream_check.cpp)
 zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
 zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_TRAINER})

@@ -1,13 +1,15 @@
 // What differs between the two builds below the model: memory, copies, streams
 // and events. The CUDA build (nvcc) defines ZERO_CUDA; the CPU build (g++, or
 // -DZERO_CPU) runs every "stream" synchronously on the calling thread, so
-// events and waits are no-ops and copies are memcpy.
+// events and waits order nothing (checking mode only checks the order they
+// would give on a GPU: zero/base/stream_check.h) and copies are memcpy.
 #pragma once
 
 #include <cstddef>
 #include <cstring>
 
 #include "zero/base/common.h"
+#include "zero/base/stream_check.h"
 
 #if defined(__CUDACC__) && !defined(ZERO_CPU)
 #define ZERO_CUDA 1
@@ -26,7 +28,7 @@
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
 
-inline Stream stream_create() {
+inline Stream stream_create(const char* /*name*/ = "a stream") {
     Stream s;
     cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
@@ -59,25 +61,52 @@ inline void* host_malloc(size_t bytes) {
 }
 inline void host_free(void* p) { cudaCheck(cudaFreeHost(p)); }
 
+// checking mode is the CPU build's (zero/base/stream_check.h): nothing to check here
+inline int stream_agent(Stream) { return -1; }
+inline void check_on(Stream, const char*, std::initializer_list<Access>) {}
+
 inline void device_zero(void* p, size_t bytes, Stream s) { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); }
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
     cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
 }
 #else
-// The CPU build: a stream is just a name for "in order, now".
-struct CpuStream;
+// The CPU build: a stream is just a name for "in order, now". In checking
+// mode (zero/base/stream_check.h) streams and events are objects that carry
+// the GPU's order for the checker; otherwise they are null and cost nothing.
+struct CpuStream {
+    StreamChecker* owner;
+    int agent;
+};
 using Stream = CpuStream*;
-struct CpuEvent;
+struct CpuEvent {
+    StreamChecker* owner;
+    StreamChecker::Clock clock;  // the stream's clock at the last record
+};
 using Event = CpuEvent*;
 
-inline Stream stream_create() { return nullptr; }
-inline void stream_destroy(Stream) {}
-inline void stream_sync(Stream) {}
-inline Event event_create() { return nullptr; }
-inline void event_destroy(Event) {}
-inline void event_record(Event, Stream) {}
-inline void stream_wait(Stream, Event) {}
-inline void event_sync(Event) {}
+// the checker's agent of stream s on this thread's rank, or -1
+inline int stream_agent(Stream s) { return s && tl_checker && s->owner == tl_checker ? s->agent : -1; }
+inline bool checked(Event e) { return e && tl_checker && e->owner == tl_checker; }
+
+inline Stream stream_create(const char* name = "a stream") {
+    return tl_checker ? new CpuStream{tl_checker, tl_checker->add_agent(name)} : nullptr;
+}
+inline void stream_destroy(Stream s) { delete s; }
+inline void stream_sync(Stream s) {
+    if (stream_agent(s) >= 0) tl_checker->sync_stream(s->agent);
+}
+inline Event event_create() { return tl_checker ? new CpuEvent{tl_checker, {}} : nullptr; }
+inline void event_destroy(Event e) { delete e; }
+inline void event_record(Event e, Stream s) {
+    if (!checked(e)) return;
+    e->clock = stream_agent(s) >= 0 ? tl_checker->record(s->agent) : tl_checker->now();
+}
+inline void stream_wait(Stream s, Event e) {
+    if (checked(e) && stream_agent(s) >= 0) tl_checker->wait(s->agent, e->clock);
+}
+inline void event_sync(Event e) {
+    if (checked(e)) tl_checker->sync(e->clock);
+}
 
 // "device" and "host" memory are both RAM here, kept apart only by accounting
 inline void* aligned_malloc_or_fail(size_t bytes, const char* what) {
@@ -91,8 +120,17 @@ inline void device_free(void* p) { free(p); }
 inline void* host_malloc(size_t bytes) { return aligned_malloc_or_fail(bytes, "host"); }
 inline void host_free(void* p) { free(p); }
 
-inline void device_zero(void* p, size_t bytes, Stream) { memset(p, 0, bytes); }
-inline void device_copy(void* dst, const void* src, size_t bytes, Stream) {
+// an operation on stream s (the thread's own work when s is null)
+inline void check_on(Stream s, const char* what, std::initializer_list<Access> acc) {
+    if (stream_agent(s) >= 0) tl_checker->issue(s->agent, what, acc);
+    else check_host(what, acc);
+}
+inline void device_zero(void* p, size_t bytes, Stream s) {
+    check_on(s, "a memset", {writes_bytes(p, bytes)});
+    memset(p, 0, bytes);
+}
+inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
+    check_on(s, "a copy", {reads_bytes(src, bytes), writes_bytes(dst, bytes)});
     if (dst != src) memcpy(dst, src, bytes);
 }
 #endif

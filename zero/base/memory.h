@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -53,10 +54,23 @@ class MemoryAccountant {
         bool live;
     };
 
-    explicit MemoryAccountant(int rank_) : rank(rank_) {}
+    // In the CPU build's checking mode the rank's stream checker lives here:
+    // the thread that makes the accountant is the rank's (zero/base/stream_check.h).
+    explicit MemoryAccountant(int rank_) : rank(rank_) {
+#ifndef ZERO_CUDA
+        if (checking_mode()) {
+            checker = std::make_unique<StreamChecker>(rank);
+            outer_checker = tl_checker;
+            tl_checker = checker.get();
+        }
+#endif
+    }
     MemoryAccountant(const MemoryAccountant&) = delete;
     MemoryAccountant& operator=(const MemoryAccountant&) = delete;
-    ~MemoryAccountant() { release_all(); }
+    ~MemoryAccountant() {
+        release_all();
+        if (checker) tl_checker = outer_checker;
+    }
 
     const int rank;
 
@@ -75,6 +89,7 @@ class MemoryAccountant {
         }
         index[p] = blocks.size();
         blocks.push_back({p, bytes, kind, arena, name, live});
+        if (checker) checker->track(p, bytes, name);
         reserved.at(arena, kind) += bytes;
         if (live) add_live(arena, kind, bytes);
         return p;
@@ -85,7 +100,9 @@ class MemoryAccountant {
         return (T*)allocate(count * sizeof(T), kind, arena, name, live);
     }
 
-    // Marks a buffer (by its base pointer) as holding data needed later, or not.
+    // Marks a buffer (by its base pointer) as holding data needed later, or
+    // not. A release is a promise that nothing reads the buffer before it is
+    // written again: checking mode poisons it (NaN), so a broken promise shows.
     void set_live(const void* p, bool is_live) {
         if (p == nullptr) return;
         auto it = index.find((void*)p);
@@ -95,6 +112,7 @@ class MemoryAccountant {
         b.live = is_live;
         if (is_live) add_live(b.arena, b.kind, b.bytes);
         else live.at(b.arena, b.kind) -= b.bytes;
+        if (checker && !is_live) StreamChecker::poison(b.ptr, b.bytes);
     }
 
     const MemCounts& reserved_bytes() const { return reserved; }
@@ -106,6 +124,7 @@ class MemoryAccountant {
 
     void release_all() {
         for (Block& b : blocks) {
+            if (checker) checker->untrack(b.ptr);
             if (b.arena == Arena::Device) device_free(b.ptr);
             else host_free(b.ptr);
         }
@@ -121,6 +140,8 @@ class MemoryAccountant {
         peak[(int)a] = std::max(peak[(int)a], live.total(a));
     }
 
+    std::unique_ptr<StreamChecker> checker;  // checking mode only
+    StreamChecker* outer_checker = nullptr;  // the thread's checker before this one
     std::vector<Block> blocks;
     std::unordered_map<void*, size_t> index;
     MemCounts reserved, live;

@@ -122,6 +122,7 @@ class EmulatedComm : public Comm {
         // chunk r of every peer into its own chunk r, then copies peers' chunks.
         size_t esz = dtype_size(dt);
         size_t lo = chunk_begin(count, rank), hi = chunk_begin(count, rank + 1);
+        check_on(s, "an all-reduce", {writes_bytes(buf, count * esz)});
         enter(buf, buf, s, "all_reduce");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + lo * esz;
@@ -142,6 +143,7 @@ class EmulatedComm : public Comm {
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
         size_t esz = dtype_size(dt);
+        check_on(s, "a reduce-scatter", {reads_bytes(send, world * recvcount * esz), writes_bytes(recv, recvcount * esz)});
         enter(send, recv, s, "reduce_scatter");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
@@ -153,6 +155,7 @@ class EmulatedComm : public Comm {
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
         size_t bytes = sendcount * dtype_size(dt);
+        check_on(s, "an all-gather", {reads_bytes(send, bytes), writes_bytes(recv, world * bytes)});
         enter(send, recv, s, "all_gather");
         for (int k = 0; k < world; k++) {
             if (k == rank && send == (const char*)recv + k * bytes) continue;  // in place: mine is there
@@ -164,6 +167,7 @@ class EmulatedComm : public Comm {
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        check_on(s, "a broadcast", {rank == root ? reads_bytes(buf, bytes) : writes_bytes(buf, bytes)});
         enter(buf, buf, s, "broadcast");
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
@@ -173,8 +177,14 @@ class EmulatedComm : public Comm {
 
     void barrier() override { shared.barrier.wait(rank, "barrier"); }
 
-    void send(const void* buf, size_t bytes, int peer, Stream s) override { post({true, (void*)buf, bytes, peer, s}); }
-    void recv(void* buf, size_t bytes, int peer, Stream s) override { post({false, buf, bytes, peer, s}); }
+    void send(const void* buf, size_t bytes, int peer, Stream s) override {
+        check_on(s, "a send", {reads_bytes(buf, bytes)});
+        post({true, (void*)buf, bytes, peer, s});
+    }
+    void recv(void* buf, size_t bytes, int peer, Stream s) override {
+        check_on(s, "a receive", {writes_bytes(buf, bytes)});
+        post({false, buf, bytes, peer, s});
+    }
     void group_start() override { grouped = true; }
     void group_end() override {
         grouped = false;

@@ -10,11 +10,15 @@
 // tasks instead and runs them at wait() or drain(), on the waiting thread: as
 // late as a worker could run them, so that the CPU build's tests see what a
 // slow worker would (the delayed parameter update's AdamW, zero_engine.h).
+// In checking mode (zero/base/stream_check.h) a task runs as the worker's
+// agent, ordered after its event and after what the submitter had done; only
+// wait() and drain() order the waiting thread after it, as on the GPU.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <cstdint>
@@ -24,7 +28,9 @@
 class HostTasks {
   public:
     explicit HostTasks(bool run_late_ = false) : run_late(run_late_) {
-#ifdef ZERO_CUDA
+#ifndef ZERO_CUDA
+        if (tl_checker) worker = tl_checker->add_agent(run_late ? "the delayed-update thread" : "the host-task worker");
+#else
         // The worker drives the same GPU as the rank that made it (a new thread
         // starts on device 0, whatever the rank's local rank).
         int device = 0;
@@ -61,10 +67,14 @@ class HostTasks {
         cv.notify_all();
         return id;
 #else
-        (void)after;
-        late.push_back(std::move(fn));
+        Task t{std::move(fn), {}, {}};
+        if (worker >= 0 && tl_checker) {
+            t.submitter = tl_checker->now();
+            if (checked(after)) t.after = after->clock;
+        }
+        late.push_back(std::move(t));
         uint64_t id = submitted++;
-        if (!run_late) wait(id);
+        if (!run_late) run_until(id);
         return id;
 #endif
     }
@@ -75,11 +85,11 @@ class HostTasks {
         std::unique_lock<std::mutex> lock(mu);
         done_cv.wait(lock, [&] { return completed > id; });
 #else
-        while (completed <= id) {
-            std::function<void()> fn = std::move(late.front());
-            late.pop_front();
-            fn();
-            completed++;
+        run_until(id);
+        if (worker >= 0 && tl_checker) {  // after task id, not after the later ones that ran already
+            auto it = done_clocks.find(id);   // (gone: an earlier wait covered it)
+            if (it != done_clocks.end()) tl_checker->join_current(it->second);
+            done_clocks.erase(done_clocks.begin(), done_clocks.upper_bound(id));
         }
 #endif
     }
@@ -120,7 +130,32 @@ class HostTasks {
     bool stopping = false;
     std::thread worker;
 #else
-    std::deque<std::function<void()>> late;  // submitted, not yet run
+    struct Task {
+        std::function<void()> fn;
+        StreamChecker::Clock submitter, after;  // checking mode: what the task starts after
+    };
+    std::deque<Task> late;  // submitted, not yet run
+    int worker = -1;        // checking mode: the worker's agent
+    std::map<uint64_t, StreamChecker::Clock> done_clocks;  // checking mode: the worker's clock after each task
+    // Runs every task up to `id` (on the calling thread, as the worker).
+    void run_until(uint64_t id) {
+        while (completed <= id) {
+            Task t = std::move(late.front());
+            late.pop_front();
+            const bool check = worker >= 0 && tl_checker;
+            const int outer = tl_agent;
+            if (check) {
+                tl_checker->start_task(worker, t.submitter, t.after);
+                tl_agent = worker;
+            }
+            t.fn();
+            if (check) {
+                tl_agent = outer;
+                done_clocks[completed] = tl_checker->clock_of(worker);
+            }
+            completed++;
+        }
+    }
 #endif
     const bool run_late;  // the CPU build: run tasks at wait(), not at submit()
     uint64_t submitted = 0, completed = 0;

@@ -180,23 +180,25 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
                   + part(outputs * R * C * s)                              // layer outputs
                   + part(ends * BT * C * s) + part(ends * 2 * R * 4)       // lnf, its statistics
                   + part(ends * BT * Vl * s)                               // logits
-                  + part(ends * BT * 4) + part(ends * BT * 4)              // losses, their sum
+                  + part(ends * BT * 4)                                    // losses
                   + (q.pp_stage.first || q.pp_stage.last ? part(2 * BT * 4) : 0)  // tokens
                   + (q.tp > 1 ? part(ends * (t + 3) * BT * 4) : 0)         // the vocabulary-parallel loss's rows
                   + (pa && !q.offload_activations ? part(L * kept * C * s) : 0);  // Pa's kept rows
     double host_acts = q.offload_activations ? part(L * kept * C * s) : 0;
     acts *= q.in_flight(), host_acts *= q.in_flight();  // one copy per micro-batch in flight
-    double scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
-                     + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
-                     + (q.sp ? part(2 * C * s) : 0)                  // a layernorm's gradients from a rank's rows
-                     + (off_opt && !grads_down_in_step ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
+    const double loss_sums = ends * BT * 4;  // the step's losses, summed over its micro-batches: one buffer
+    double backward_scratch = 3 * part(BT * C * s)                            // branch, dresidual, dbtc
+                              + part(BT * 3 * Cl * s) + part(BT * 4 * Cl * s)  // dqkv, dfch
+                              + (q.sp ? part(2 * C * s) : 0);  // a layernorm's gradients from a rank's rows
+    double scratch = backward_scratch +
+                     (off_opt && !grads_down_in_step ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
 
     auto set = [&](MemCounts& m, Arena a, MemKind k, double bytes) { m.at(a, k) = (size_t)bytes; };
     set(p.reserved, D, MemKind::Params, params_resident + param_extra);
     set(p.reserved, D, MemKind::Grads, grads_full + grad_slots + grad_shard + head_grads);
     set(p.reserved, D, MemKind::Optimizer, optimizer);
-    set(p.reserved, D, MemKind::Activations, acts);
+    set(p.reserved, D, MemKind::Activations, acts + loss_sums);
     set(p.reserved, D, MemKind::Scratch, scratch);
     set(p.reserved, D, MemKind::Comm, comm);
     set(p.reserved, H, MemKind::Params, host_params);
@@ -223,7 +225,11 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
         set(*m, H, MemKind::Optimizer, host_optimizer);
     }
     set(p.after_forward, D, MemKind::Params, params_resident + held_units);
-    set(p.after_forward, D, MemKind::Activations, acts);
+    set(p.after_forward, D, MemKind::Activations, acts + loss_sums);
+    set(p.after_backward, D, MemKind::Activations, loss_sums);
+    // a pipeline stage after the first holds its input's gradient (in the
+    // backward scratch) until the next exchange sends it back
+    if (q.pp_stage.stages > 1 && !q.pp_stage.first) set(p.after_backward, D, MemKind::Scratch, backward_scratch);
     set(p.after_forward, H, MemKind::Activations, host_acts);
     set(p.after_forward, D, MemKind::Grads, accumulating ? grads_held + head_grads + head_slot : 0);
     // host gradient slices fill up micro-step by micro-step at stages 2-3 (unless

@@ -188,7 +188,7 @@ class ZeroEngine {
               "parameter offload needs ZeRO stage 3 and optimizer offload");
         CHECK(delay_steps == 0 || (offload_optimizer && !offload_param),
               "a delayed parameter update needs optimizer offload without parameter offload");
-        comm_stream = stream_create();
+        comm_stream = stream_create("the comm stream");
         compute_done = event_create();
         comm_done = event_create();
         for (Event& e : staging_ready) e = event_create();
@@ -793,6 +793,7 @@ class ZeroEngine {
     void host_sumsq_of_unit(int u) {
         for (size_t i : norm_pieces_of_unit[u]) {
             const ShardPiece& p = norm_pieces[i];
+            check_host("a host sum of squares", {reads(host_grads + p.shard_offset, p.numel)});
             host_norm_partials[i] = counted_elsewhere(p) ? 0.0f : (float)sumsq_cpu(host_grads + p.shard_offset, p.numel);
         }
     }
@@ -863,7 +864,10 @@ class ZeroEngine {
         T* staging = host_staging[k];
         to_host(staging, comm_buffer, n, u);
         event_record(staging_ready[k], comm_stream);
-        staging_task[k] = host_tasks.submit(staging_ready[k], [=] { accumulate_cpu(host_slice, staging, n, false); });
+        staging_task[k] = host_tasks.submit(staging_ready[k], [=] {
+            check_host("a host add", {writes(host_slice, n), reads(staging, n)});
+            accumulate_cpu(host_slice, staging, n, false);
+        });
         staging_used[k] = true;
     }
 
@@ -925,6 +929,8 @@ class ZeroEngine {
     void cpu_adamw(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
         s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
         size_t o = p.shard_offset;
+        check_host("the CPU AdamW", {reads(g, p.numel), writes(master + o, p.numel), writes(adam_m + o, p.numel),
+                                     writes(adam_v + o, p.numel), writes(out, p.numel)});
         cpu_adam->step(master + o, adam_m + o, adam_v + o, g, out, p.numel, s, key(p));
     }
 

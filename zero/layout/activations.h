@@ -38,7 +38,8 @@
 // stage's only. It runs the forwards of several micro-batches before their
 // backwards, so the saved buffers come in `slots` copies, one per micro-batch
 // in flight; select_slot(k) points them at copy k. The backward scratch is
-// one, and so is loss_sums (slot 0's), the sum over a step's micro-batches.
+// one, and so is loss_sums, the sum over a step's micro-batches, in a
+// buffer of its own: live from the step's first loss to its read-back.
 #pragma once
 
 #include <functional>
@@ -105,7 +106,6 @@ class Activations {
             part(fch_gelu, cg * BT * 4 * Cl_), part(residual3, co * R * C),
             part(lnf, ends * BT * C),       part(lnf_stats, ends * 2 * R),
             part(logits, ends * BT * Vl),   part(losses, ends * BT),
-            part(loss_sums, ends * BT),
             part(tokens, first || last ? 2 * BT : 0),
             part(vocab_stats, tp > 1 ? ends * (tp + 3) * BT : 0),
             part(residual3_parts, partitioned && !offload_outputs ? L * kept * C : 0),
@@ -117,7 +117,7 @@ class Activations {
                 host_blocks.push_back(carve(host_parts, MemKind::Activations, Arena::Host, "layer_outputs_host"));
         }
         select_slot(0);
-        sums = loss_sums;  // slot 0's, whichever slot is selected
+        if (last) loss_sums = mem.allocate_array<float>(maxBT, MemKind::Activations, Arena::Device, "loss_sums", false);
         // scratch: a branch output in forward; the residual stream's and one layer's gradients in backward
         std::vector<Part> scratch = {
             part(branch, BT * C),
@@ -162,8 +162,7 @@ class Activations {
     float* lnf_stats;    // (2, B, T): mean then rstd
     T* logits;           // (B, T, Vp): logits, then dlogits in place
     float* losses;       // (B, T)
-    float* loss_sums;    // (B, T): the losses of a step's micro-steps, summed (use sums: slot 0's)
-    float* sums = nullptr;  // (B, T): loss_sums of slot 0, where every micro-batch's losses add up
+    float* loss_sums = nullptr;  // (B, T): the losses of a step's micro-steps, summed (the last stage's)
     int* tokens;         // (2, B, T): inputs then targets, on the device
     float* vocab_stats = nullptr;  // (tp + 3, B, T): the vocabulary-parallel loss's row statistics (tp > 1)
     // scratch: never needed from one pass to the next
@@ -242,6 +241,8 @@ class Activations {
     }
     void set_scratch_live(bool live) { mem.set_live(scratch_block, live); }
 
+    MemoryAccountant& mem;
+
   private:
     // One buffer of a carved block: its size, where in the block it starts, and
     // how to point its member at it.
@@ -254,7 +255,6 @@ class Activations {
     static Part part(U*& member, size_t count) {
         return {count * sizeof(U), 0, [&member](char* at) { member = reinterpret_cast<U*>(at); }};
     }
-    MemoryAccountant& mem;
     std::vector<Part> saved_parts, host_parts;
     std::vector<void*> saved_blocks, host_blocks;  // one per slot
     int slot = 0;

@@ -94,12 +94,14 @@ struct GPT2 {
         for (TokenSlot& t : token_slots) {
             t.host = (int*)host_malloc(2 * acts.maxBT * sizeof(int));
             t.copied = event_create();
+            check_track(t.host, 2 * acts.maxBT * sizeof(int), "a pinned token slot");
         }
     }
     ~GPT2() {
         for (TokenSlot& t : token_slots) {
             event_sync(t.copied);
             event_destroy(t.copied);
+            check_untrack(t.host);
             host_free(t.host);
         }
     }
@@ -111,6 +113,7 @@ struct GPT2 {
         TokenSlot& t = token_slots[next_token_slot];
         next_token_slot ^= 1;
         event_sync(t.copied);  // its previous batch has reached the device
+        check_host("the token upload's staging", {writes(t.host, 2 * acts.maxBT)});
         memcpy(t.host, inputs, BT() * sizeof(int));
         device_copy(acts.inputs(), t.host, BT() * sizeof(int), ctx.stream);
         if (targets) {
@@ -262,10 +265,9 @@ struct GPT2 {
             zero.release_params(u);
         }
         if (last) head_forward(targets, dloss);
-        if (!training) {
-            zero.end_pass();
-            acts.set_saved_live(false);
-        }
+        // an evaluation pass keeps its activations live: the caller reads its
+        // losses or logits from them (the next training backward lets them go)
+        if (!training) zero.end_pass();
     }
 
     // The first stage's start: token and position embeddings into acts.encoded.
@@ -314,15 +316,18 @@ struct GPT2 {
         if (dloss == 0.0f || pipelined) zero.release_params(layout.embed_unit());
     }
 
-    // The per-token losses of the last forward, added into acts.sums (the
+    // The per-token losses of the last forward, added into acts.loss_sums (the
     // running sum of a step's micro-steps), on the device.
     void add_losses(bool first_micro_step) {
-        accumulate(ctx, acts.sums, (const float*)acts.losses, BT(), first_micro_step);
+        if (first_micro_step) acts.mem.set_live(acts.loss_sums, true);
+        accumulate(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first_micro_step);
     }
-    // The sum of acts.sums (or of the last forward's losses), read back.
+    // The sum of acts.loss_sums (the step's, which it then lets go), or of the
+    // last forward's losses, read back.
     double read_loss_sum(bool accumulated) {
         std::vector<float> losses(BT());
-        zero.copy_to_host(losses.data(), accumulated ? acts.sums : acts.losses, BT() * sizeof(float));
+        zero.copy_to_host(losses.data(), accumulated ? acts.loss_sums : acts.losses, BT() * sizeof(float));
+        if (accumulated) acts.mem.set_live(acts.loss_sums, false);
         double sum = 0.0;
         for (float x : losses) sum += x;
         return sum;
@@ -375,7 +380,9 @@ struct GPT2 {
             zero.grads_done(layout.embed_unit(), micro_step);
         }
         acts.set_saved_live(false);
-        acts.set_scratch_live(false);
+        // a later pipeline stage still has to send its input's gradient, which
+        // is in the scratch: PipelineStage::exchange lets it go once sent
+        if (!pipelined || first) acts.set_scratch_live(false);
     }
 
     // The last stage's start of backward: the LM head (its wte gradient where the

@@ -12,6 +12,16 @@
 // and receive are posted together, so neither waits for the other to receive
 // first (Megatron's send_forward_recv_backward, in one call).
 //
+// Activation slots are used first in, first out: micro-batch i's
+// activations live in slot i % slots, from the receive of its input (or its
+// forward, on the first stage) to the end of its backward. That is right only
+// because a stage runs its backwards in the order of its forwards and holds at
+// most `slots` micro-batches at once (in_flight_peak, schedule.h): by the time
+// micro-batch i + slots needs the slot, micro-batch i's backward has ended.
+// The stage checks it as it goes (hold, let_go): a schedule or a slot count
+// that broke it would otherwise silently train on another micro-batch's
+// activations.
+//
 // Each slot's duration is recorded (the rank thread's CPU time on the CPU
 // build, the slot's span on the rank's stream on the GPU) with its wall-clock
 // start and end, for the bubble report (zero/pipeline/bubble.h).
@@ -84,7 +94,7 @@ class PipelineStage {
             if (k == slots.size()) break;
             const PipeSlot& x = slots[k];
             const MicroBatch& mb = mbs[x.micro];
-            model.acts.select_slot(x.micro % model.acts.slots);
+            hold(x.micro);
             double cpu0 = thread_cpu_ms();
             wall[k].start = step_clock.seconds() * 1e3;
             mark(2 * k + 1);
@@ -95,6 +105,7 @@ class PipelineStage {
             } else {
                 model.backward(x.micro, mb.inputs.data());
                 live_after_backward = model.zero.mem.live_bytes();
+                let_go(x.micro);
             }
             mark(2 * k + 2);
             wall[k].end = step_clock.seconds() * 1e3;
@@ -153,6 +164,25 @@ class PipelineStage {
     void mark(size_t) {}
 #endif
 
+    // Micro-batch i's activation slot, selected and checked (see the header):
+    // the slot is free or already i's from its receive; after its backward, free.
+    std::vector<int> held = std::vector<int>(model.acts.slots, -1);  // the micro-batch in each slot, or -1
+    int slot_of(int micro) const { return micro % model.acts.slots; }
+    void hold(int micro) {
+        const int k = slot_of(micro);
+        CHECK(held[k] < 0 || held[k] == micro,
+              "internal: micro-batch %d needs activation slot %d, which still holds micro-batch %d's (not yet "
+              "backward): the slots must be used first in, first out", micro, k, held[k]);
+        held[k] = micro;
+        model.acts.select_slot(k);
+    }
+    void let_go(int micro) {
+        const int k = slot_of(micro);
+        CHECK(held[k] == micro, "internal: micro-batch %d's backward ran on activation slot %d, which holds %d", micro,
+              k, held[k]);
+        held[k] = -1;
+    }
+
     static double thread_cpu_ms() {
         timespec t;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -167,15 +197,24 @@ class PipelineStage {
         pipe.unit = -1;  // the boundary tensors serve no unit (the trace's label)
         pipe.group_start();
         if (prev && !prev->backward && !model.last) {
-            model.acts.select_slot(prev->micro % model.acts.slots);
+            model.acts.select_slot(slot_of(prev->micro));
             pipe.send(model.stage_output(), bytes, s + 1, st);
         }
-        if (prev && prev->backward && !model.first) pipe.send(model.input_grad(), bytes, s - 1, st);
+        const bool grad_sent = prev && prev->backward && !model.first;
+        if (grad_sent) pipe.send(model.input_grad(), bytes, s - 1, st);
         if (next && !next->backward && !model.first) {
-            model.acts.select_slot(next->micro % model.acts.slots);
+            hold(next->micro);  // its input lands in its slot
             pipe.recv(model.stage_input(), bytes, s - 1, st);
         }
-        if (next && next->backward && !model.last) pipe.recv(model.output_grad(), bytes, s + 1, st);
+        // the gradient of the next backward's output arrives in the backward
+        // scratch, which held this stage's input gradient for its send since the
+        // last backward (GPT2::backward): live while either is there
+        const bool grad_received = next && next->backward && !model.last;
+        if (grad_received) {
+            model.acts.set_scratch_live(true);
+            pipe.recv(model.output_grad(), bytes, s + 1, st);
+        }
         pipe.group_end();
+        if (grad_sent && !grad_received) model.acts.set_scratch_live(false);
     }
 };

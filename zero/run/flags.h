@@ -253,9 +253,20 @@ inline bool parse_flags(int argc, char** argv, TrainOptions& opts) {
     }
     CHECK(!model_given || opts.from_hf.empty(), "-e %s and --from_hf %s both name the model to start from: give one",
           opts.model.c_str(), opts.from_hf.c_str());
-    LaunchEnv launch = detect_launch_env();
-    resolve_deepspeed_batch(opts, launch.world > 1 ? launch.world : opts.ranks);
     return true;
+}
+
+// DeepSpeed's batch keys (train_batch_size = micro-batch x accumulation x
+// world), solved once the world is known: after the flags and, for --predict
+// on a cluster profile, after its --nodes set the world. With tensor or
+// pipeline parallelism DeepSpeed's world here is the data-parallel degree,
+// world / (tp x pp): the ranks of a tensor group or a pipeline share their
+// batch. (A world the grid does not divide is left for make_run_setup to refuse.)
+inline void resolve_batch(TrainOptions& opts) {
+    LaunchEnv launch = detect_launch_env();
+    const int world = launch.world > 1 ? launch.world : opts.ranks, model_parallel = opts.tp * opts.pp;
+    if (model_parallel < 1 || world % model_parallel != 0) return;
+    resolve_deepspeed_batch(opts, world / model_parallel);
 }
 
 // The run's header line about the DeepSpeed config: every setting it decided,

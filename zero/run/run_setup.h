@@ -237,9 +237,10 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(o.seq_len >= 1 && o.seq_len <= r.cfg.max_seq_len, "-t (sequence length) must be in 1..%d for this model (got %d)",
           r.cfg.max_seq_len, o.seq_len);
     // the ranks of a tensor group share their batch: tokens per micro-step come from the dp ranks
+    // (a DeepSpeed config's batch is resolved over them already: resolve_batch in flags.h)
+    CHECK(o.grad_accum <= 0 && o.train_batch_seqs <= 0, "internal: DeepSpeed's batch keys not resolved");
     long per_micro = (long)o.micro_batch * o.seq_len * r.dp;
-    long ds_total = deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, o.seq_len, r.dp);
-    long total = ds_total > 0 ? ds_total : o.total_batch < 0 ? per_micro : o.total_batch;
+    long total = o.total_batch < 0 ? per_micro : o.total_batch;
     CHECK(total > 0 && total % per_micro == 0,
           "-d (total batch, %ld tokens) must be a positive multiple of B*T*ranks = %d*%d*%d = %ld%s", total,
           o.micro_batch, o.seq_len, r.dp, per_micro, r.tp > 1 ? " (data-parallel ranks)" : "");
