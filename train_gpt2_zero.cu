@@ -408,7 +408,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
                 print_memory_line(rank, phases, predicted, mem, comm.stats, used,
                                   tensor_group ? &tensor_group->stats : nullptr, device_used_at_start,
                                   pipe_group ? &pipeline_stats : nullptr);
-                if (run.offload_optimizer) print_offload_line(rank, zero.offload_times, zero.optimizer_numel());
+                if (run.offload_optimizer) print_offload_line(rank, zero.offload_times(), zero.optimizer_numel());
                 if (o.output_dir.empty()) continue;
                 std::string suffix = "_rank" + std::to_string(rank) + ".csv";
                 append_memory_csv(o.output_dir + "/mem_report" + suffix, step + 1, rank, phases, predicted, mem, used);

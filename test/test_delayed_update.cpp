@@ -75,9 +75,9 @@ static std::vector<Rank> run_case(const Case& c, bool delayed, const std::string
         ZeroConfig zc;
         zc.stage = delayed ? c.stage : std::min(c.stage, 2);  // the reference sets its full parameters
         zc.micro_steps = A;
-        zc.offload_optimizer = delayed;
-        zc.grad_accum_on_device = c.device_accum;
-        zc.delay_steps = delayed ? c.delay : 0;
+        zc.offload.states = delayed ? StateHome::Host : StateHome::Device;
+        zc.offload.sums = c.device_accum ? GradSums::Device : GradSums::Host;
+        zc.offload.delay_steps = delayed ? c.delay : 0;
         zc.seed = 5;
         Rank& r = out[rank];
         {

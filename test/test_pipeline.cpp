@@ -109,7 +109,8 @@ static PpResult run_case(const PpCase& c) {
         ParamLayout layout(cfg, t, P > 1 ? plan.range(st) : StageRange{});
         ZeroConfig zc;
         zc.stage = c.stage, zc.micro_steps = A, zc.seed = 5;
-        zc.offload_optimizer = c.offload_optimizer, zc.offload_param = c.offload_param;
+        zc.offload.states = c.offload_optimizer ? StateHome::Host : StateHome::Device;
+        zc.offload.params = c.offload_param ? ParamHome::Host : ParamHome::Device;
         {
             ZeroEngine<T> zero(layout, dpc, mem, ctx, zc, tensor.get(), pipe.get(), tied.get());
             const int slots = P > 1 ? PipelineStage<T>::activation_slots(kind, P, st, A) : 1;

@@ -110,8 +110,8 @@ static TpResult run_case(const TpCase& c) {
         ZeroConfig zc;
         zc.stage = c.stage;
         zc.micro_steps = A;
-        zc.offload_optimizer = c.offload_optimizer;
-        zc.offload_param = c.offload_param;
+        zc.offload.states = c.offload_optimizer ? StateHome::Host : StateHome::Device;
+        zc.offload.params = c.offload_param ? ParamHome::Host : ParamHome::Device;
         zc.seed = 5;
         {
             ZeroEngine<float> zero(layout, dpc, mem, ctx, zc, tensor.get());

@@ -135,6 +135,14 @@ inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
 }
 #endif
 
+// Work of the rank's own thread (or of a host-task worker) on buffers the
+// streams also touch: named with what it reads and writes, for checking mode.
+template <typename Fn>
+void host_work(const char* what, std::initializer_list<Access> acc, Fn&& fn) {
+    check_host(what, acc);
+    fn();
+}
+
 // What every kernel launch needs: where to run, and the per-rank handles and
 // scratch space of the libraries behind some kernels. One per rank, no globals.
 struct KernelCtx {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "zero/base/rng.h"
 #include "zero/layout/gpt2_config.h"
 #include "zero/layout/pipeline_plan.h"
 #include "zero/layout/shard_plan.h"
@@ -194,6 +195,26 @@ struct ParamLayout {
     // loss ignores their logits, so only weight decay ever touches them
     size_t init_real_numel(int t) const {
         return t == WTE ? (size_t)cfg.vocab_size * cfg.channels : full_numel(t);
+    }
+    // Unit u's initial values from a seed into dst (its numel elements):
+    // element i of tensor t, layer l gets N(0, std_t) from the counter-based
+    // generator keyed by (seed, t, l, i), so every rank computes the same value
+    // for it whatever the world size. With tensor parallelism i is the
+    // element's index in the full tensor: the full unit is drawn (into
+    // `scratch`) and tensor rank p's part cut from it.
+    void initial_unit(int u, uint64_t seed, int p, float* dst, std::vector<float>& scratch) const {
+        ParamLayout whole = whole_tensors();
+        if (tp > 1) scratch.assign(whole.unit_spec(u).numel, 0.0f);
+        float* values = tp > 1 ? scratch.data() : dst;
+        for (const TensorSpec& ts : whole.unit_spec(u).tensors) {
+            float std_ = init_std(ts.id), c = init_constant(ts.id);
+            uint64_t stream_seed = mix64(seed ^ mix64(((uint64_t)ts.id << 32) | (uint64_t)ts.layer));
+            size_t real = init_real_numel(ts.id);
+            float* out = values + ts.offset_in_unit;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < real; i++) out[i] = std_ > 0 ? std_ * random_normal(stream_seed, i) : c;
+        }
+        if (tp > 1) tp_slice_unit(p, u, scratch.data(), dst);
     }
 
     // --- tensor parallelism ----------------------------------------------

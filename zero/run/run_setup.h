@@ -85,10 +85,10 @@ struct RunSetup {
         ZeroConfig z;
         z.stage = o.zero_stage;
         z.micro_steps = micro_steps;
-        z.offload_optimizer = offload_optimizer;
-        z.offload_param = offload_param;
-        z.grad_accum_on_device = offload_grad_accum_device;
-        z.delay_steps = offload_delay_steps;
+        z.offload.states = offload_optimizer ? StateHome::Host : StateHome::Device;
+        z.offload.params = offload_param ? ParamHome::Host : ParamHome::Device;
+        z.offload.sums = offload_grad_accum_device ? GradSums::Device : GradSums::Host;
+        z.offload.delay_steps = offload_delay_steps;
         z.seed = o.seed;
         z.cpu_threads = cpu_threads_per_rank();
         return z;

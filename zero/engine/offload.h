@@ -1,0 +1,405 @@
+// Optimizer offload (ZeRO-Offload): a rank's fp32 master weights and Adam
+// moments in pinned host memory, updated there by the CPU AdamW, with each
+// unit's reduced gradient slice brought down and its new parameters sent up
+// around it; and stage 3's parameter offload. The engine (zero_engine.h)
+// calls it from its hooks and its step. Why each path is shaped as it is:
+// zero/README.md, "Offload".
+//
+// The modes are named, never encoded in null pointers: where the states live
+// (StateHome), where stage 3's parameter slices live (ParamHome), where the
+// gradient slices add up (GradSums), whether the update is delayed (the
+// policy's delay_steps); from those and the stage, once, how gradients come
+// down (GradsDown) and how parameters go up (ParamsUp).
+#pragma once
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/adamw_simd.h"
+#include "kernels/kernels.h"
+#include "zero/base/memory.h"
+#include "zero/comm/comm.h"
+#include "zero/engine/host_tasks.h"
+#include "zero/layout/shard_plan.h"
+
+// Where a rank's fp32 master weights and Adam moments live.
+enum class StateHome { Device, Host };
+// Stage 3: where the compute-dtype parameter slices live between their gathers.
+enum class ParamHome { Device, Host };
+// With the states on the host, where a step's gradient slices add up over its micro-steps.
+enum class GradSums { Host, Device };
+
+// What the run asked for: --offload_optimizer, --offload_param,
+// --offload_grad_accum, --offload_delay_steps.
+struct OffloadPolicy {
+    StateHome states = StateHome::Device;
+    ParamHome params = ParamHome::Device;
+    GradSums sums = GradSums::Host;
+    int delay_steps = 0;  // W > 0: ZeRO-Offload's delayed parameter update, after W steps
+};
+
+// How a step's gradient slices reach the CPU AdamW.
+enum class GradsDown {
+    AsReduced,        // each reduced slice goes down at once; later micro-steps' add on the host
+    AtLastMicroStep,  // they add up in a device shard, which goes down at the last micro-step (delayed update)
+    InStep,           // they add up in a device shard; the step sends each unit's down just ahead of its AdamW
+};
+// How the CPU AdamW's new compute-dtype parameters reach the device.
+enum class ParamsUp {
+    ThroughLanding,  // each unit through one of two host landing slices, uploaded as the next is updated
+    FromHostCopy,    // the delayed update: into a host copy, uploaded unit by unit at the next step's end
+    Gathered,        // parameter offload: the host slices are the parameters; stage 3 gathers from them
+};
+
+// AdamW's hyperparameters and the clip, as the run was told (optimizer_config()
+// in zero/run/run_setup.h; the defaults live in zero/run/options.h only).
+struct OptimizerConfig {
+    float beta1 = 0, beta2 = 0, eps = 0;
+    float weight_decay = 0;
+    float grad_clip = 0;  // global-norm clip; <= 0 disables
+};
+
+// Optimizer step t's AdamW arguments (the weight decay is set per piece).
+inline AdamWStep adamw_step(const OptimizerConfig& oc, float lr, float grad_scale, int t, uint64_t rounding_seed) {
+    AdamWStep s;
+    s.lr = lr, s.beta1 = oc.beta1, s.beta2 = oc.beta2, s.eps = oc.eps, s.weight_decay = 0.0f;
+    s.grad_scale = grad_scale;
+    s.bias_correction1 = 1.0f - powf(oc.beta1, (float)t);
+    s.bias_correction2 = 1.0f - powf(oc.beta2, (float)t);
+    s.rounding_seed = rounding_seed;
+    return s;
+}
+
+// Where a step's host time went, in the order the step spends it
+// (milliseconds of the rank's thread). device: waiting for backward and the
+// gradients' copies down; host_adds: host tasks still running after that (the
+// additions, and each unit's sums of squares for the norm); norm: adding
+// those up; adamw: the CPU AdamW (the uploads overlap it). With a delayed
+// update the step waits for the AdamW the step before queued (update_wait)
+// and adamw_ms is how long that took on its own thread.
+struct OffloadTimes {
+    double device_ms = 0, host_adds_ms = 0, norm_ms = 0, adamw_ms = 0, update_wait_ms = 0;
+    bool delayed = false;
+};
+
+template <typename T>
+class HostOptimizer {
+  public:
+    // pieces: what this rank's AdamW updates; norm_pieces: its slices, and
+    // norm_counts which of them the global norm counts on this rank; keys: a
+    // unit's offset in the whole model's buffer minus its offset in `plan`
+    // (the stochastic rounding's key, zero_engine.h); master, m, v: the host
+    // states; shard: stage 3's parameter slices (on the host with ParamHome::Host).
+    HostOptimizer(const OffloadPolicy& policy, int stage_, int micro_steps_, const ShardPlan& plan_,
+                  const std::vector<ShardPiece>& pieces_, const std::vector<ShardPiece>& norm_pieces_,
+                  std::vector<char> norm_counts_, std::vector<size_t> key_shift_, float* master_, float* m_, float* v_,
+                  T* shard, MemoryAccountant& mem_, Comm& comm_, Stream comm_stream_, int cpu_threads)
+        : grads_down(stage_ < 2 || policy.sums == GradSums::Host ? GradsDown::AsReduced
+                     : policy.delay_steps > 0                   ? GradsDown::AtLastMicroStep
+                                                                : GradsDown::InStep),
+          params_up(policy.params == ParamHome::Host ? ParamsUp::Gathered
+                    : policy.delay_steps > 0         ? ParamsUp::FromHostCopy
+                                                     : ParamsUp::ThroughLanding),
+          stage(stage_), micro_steps(micro_steps_), delay_steps(policy.delay_steps), plan(plan_), pieces(pieces_),
+          norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), key_shift(std::move(key_shift_)),
+          master(master_), adam_m(m_), adam_v(v_), mem(mem_), comm(comm_), comm_stream(comm_stream_),
+          cpu_adam(cpu_threads) {
+        CHECK(policy.params == ParamHome::Device || stage == 3, "internal: parameter offload needs stage 3");
+        CHECK(policy.delay_steps == 0 || policy.params == ParamHome::Device,
+              "internal: a delayed update needs the parameters on the device");
+        const size_t S = plan.shard_numel, slice = plan.largest_slice();
+        const Arena H = Arena::Host;
+        for (int u = 0; u < plan.num_units(); u++) unit_on_host.push_back(event_create());
+        norm_pieces_of_unit.resize(plan.num_units());
+        for (size_t i = 0; i < norm_pieces.size(); i++) norm_pieces_of_unit[norm_pieces[i].unit].push_back(i);
+        host_norm_partials.assign(norm_pieces.size(), 0.0f);
+        norm_taken.assign(plan.num_units(), 0);
+        if (grads_down != GradsDown::InStep) {
+            host_grads = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host", false);
+        } else {
+            for (int k = 0; k < 2; k++)
+                grads_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_host" + std::to_string(k), false);
+        }
+        if (grads_down == GradsDown::AsReduced && stage >= 2 && micro_steps > 1)
+            for (int k = 0; k < 2; k++)
+                staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_landing_host" + std::to_string(k), false);
+        if (delay_steps > 0) {  // the next step's gradients land here while the delayed AdamW reads the last step's
+            host_grads_next = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host_next", false);
+            delayed = std::make_unique<HostTasks>(true);
+            params_read = event_create();
+        }
+        switch (params_up) {
+            case ParamsUp::Gathered:
+                host_params = shard;
+                param_staging = mem.allocate_array<T>(3 * slice, MemKind::Params, Arena::Device, "params_upload", false);
+                break;
+            case ParamsUp::FromHostCopy:
+                host_params = mem.allocate_array<T>(S, MemKind::Params, H, "params_shard_host", true);
+                break;
+            case ParamsUp::ThroughLanding:
+                for (int k = 0; k < 2; k++)
+                    param_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "params_landing_host" + std::to_string(k), false);
+                break;
+        }
+        for (Event* e : {&staging_ready[0], &staging_ready[1], &landing_read[0], &landing_read[1], &down_ready[0],
+                         &down_ready[1]})
+            *e = event_create();
+    }
+    ~HostOptimizer() {
+        if (delayed) delayed->drain();  // it reads and writes these buffers
+        tasks.drain();
+        for (Event e : unit_on_host) event_destroy(e);
+        for (Event e : {staging_ready[0], staging_ready[1], landing_read[0], landing_read[1], down_ready[0], down_ready[1]})
+            event_destroy(e);
+        if (delayed) event_destroy(params_read);
+    }
+    HostOptimizer(const HostOptimizer&) = delete;
+    HostOptimizer& operator=(const HostOptimizer&) = delete;
+
+    const GradsDown grads_down;
+    const ParamsUp params_up;
+    OffloadTimes times;  // the last step's
+
+    // The gradient sums are on the host at the step (the norm is taken there),
+    // else in the device's gradient shard.
+    bool grads_on_host() const { return grads_down != GradsDown::InStep; }
+    // The reduced slices add up on the device (in the engine's gradient shard).
+    bool sums_on_device() const { return grads_down != GradsDown::AsReduced; }
+
+    // ---- gradients coming down (the engine's reduce_unit, on the comm stream)
+
+    // AsReduced: unit u's reduced slice (device) goes down; the first of the
+    // step's copies straight into the host sums, later ones through a staging
+    // slice that a host task adds in.
+    void take_reduced(int u, const T* reduced, bool first) {
+        T* sums = host_grads + plan.shard_offset[u];
+        const size_t n = plan.slice_numel(u);
+        if (first) return to_host(sums, reduced, n, u);
+        const int k = next_staging;
+        next_staging ^= 1;
+        if (staging_used[k]) tasks.wait(staging_task[k]);  // its previous slice has been added
+        T* landed = staging[k];
+        to_host(landed, reduced, n, u);
+        event_record(staging_ready[k], comm_stream);
+        staging_task[k] = tasks.submit(staging_ready[k], [=] {
+            host_work("a host add", {writes(sums, n), reads(landed, n)}, [&] { accumulate_cpu(sums, landed, n, false); });
+        });
+        staging_used[k] = true;
+    }
+    // AtLastMicroStep: unit u's final sums (device shard) go down.
+    void take_final(int u, const T* sums) {
+        if (grads_down != GradsDown::AtLastMicroStep) return;
+        to_host(host_grads + plan.shard_offset[u], sums, plan.slice_numel(u), u);
+    }
+    // After a reduction: the host sums hold gradients from their first copy
+    // down (with the device shard in between, from the last micro-step's).
+    void grads_arriving(bool last) {
+        if (!grads_on_host() || host_grads_live || (grads_down == GradsDown::AtLastMicroStep && !last)) return;
+        host_grads_live = true;
+        mem.set_live(host_grads, true);
+    }
+    // Unit u's final gradient slice is on its way down (after the host add
+    // queued above, if any): its share of the norm is host work that runs
+    // during the rest of backward.
+    void unit_done(int u) {
+        if (!grads_on_host()) return;
+        event_record(unit_on_host[u], comm_stream);
+        norm_taken[u] = 1;
+        tasks.submit(unit_on_host[u], [this, u] { sumsq_of_unit(u); });
+    }
+
+    // The tied embeddings between the first and last pipeline stage
+    // (zero_engine.h, exchange_tied_grads): the host sums of unit u up into
+    // `dst` (AsReduced), and a slice received for unit u down into the sums.
+    void sums_up(int u, T* dst) {
+        stream_sync(comm_stream);
+        tasks.drain();
+        to_device(dst, host_grads + plan.shard_offset[u], plan.slice_numel(u), u);
+    }
+    void received(int u, const T* slice) {
+        if (grads_on_host()) to_host(host_grads + plan.shard_offset[u], slice, plan.slice_numel(u), u);
+    }
+
+    // ---- the step
+
+    // Backward's copies and the host tasks done; the norm's partial sums over
+    // the host gradients, per norm piece (GradsDown != InStep).
+    void wait_for_gradients(HostClock& clock) {
+        times = OffloadTimes{};
+        stream_sync(comm_stream);
+        times.device_ms = clock.lap();
+        tasks.drain();
+        times.host_adds_ms = clock.lap();
+    }
+    std::vector<float> norm_partials(HostClock& clock) {
+        for (int u = 0; u < plan.num_units(); u++)
+            if (!norm_taken[u]) sumsq_of_unit(u);
+        times.norm_ms = clock.lap();
+        return host_norm_partials;
+    }
+
+    // The CPU AdamW of unit u (in the step, ParamsUp != FromHostCopy): its
+    // gradient slice down first with InStep (the next unit's goes down while
+    // the CPU works on this one), its output into a landing slice whose last
+    // upload is done; returns where its new parameters are, for the engine to
+    // upload (null: parameter offload, the host slice is the parameter).
+    // `device_sums`: the engine's gradient shard (InStep).
+    const T* update_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* device_sums) {
+        const int k = u & 1;
+        const T* g = host_grads ? host_grads + plan.shard_offset[u] : grads_landing[k];
+        if (grads_down == GradsDown::InStep) {
+            if (u == 0) grads_down_unit(0, device_sums);
+            if (u + 1 < plan.num_units()) grads_down_unit(u + 1, device_sums);
+            event_sync(down_ready[k]);
+        }
+        T* out = params_up == ParamsUp::ThroughLanding ? param_landing[k] : host_params + plan.shard_offset[u];
+        if (params_up == ParamsUp::ThroughLanding) event_sync(landing_read[k]);
+        for (; next_piece < pieces.size() && pieces[next_piece].unit == u; next_piece++) {
+            const ShardPiece& p = pieces[next_piece];
+            const size_t at = p.shard_offset - plan.shard_offset[u];
+            adamw_piece(p, s, oc, g + at, out + at);
+        }
+        if (u + 1 == plan.num_units()) next_piece = 0;
+        return params_up == ParamsUp::Gathered ? nullptr : out;
+    }
+    // After the engine's upload of unit u (on the comm stream): its landing slice may be written again.
+    void uploaded(int u) {
+        if (params_up == ParamsUp::ThroughLanding) event_record(landing_read[u & 1], comm_stream);
+    }
+
+    // The delayed update: this step's AdamW on the update thread, once the
+    // uploads queued so far have read host_params (which it overwrites); every
+    // gradient slice is on the host already (the step synchronised the comm
+    // stream). The next step's gradients go to the other host buffer meanwhile.
+    bool delays(int adam_t) const { return delay_steps > 0 && adam_t > delay_steps; }
+    void queue_update(const AdamWStep& s, const OptimizerConfig& oc) {
+        event_record(params_read, comm_stream);
+        const T* grads = host_grads;
+        delayed->submit(params_read, [this, s, oc, grads] {
+            HostClock clock;
+            for (const ShardPiece& p : pieces)
+                adamw_piece(p, s, oc, grads + p.shard_offset, host_params + p.shard_offset);
+            delayed_adamw_ms = clock.lap();
+        });
+        pending = true;
+        times.delayed = true;
+        pending_grads = host_grads;  // live until the update is applied
+        std::swap(host_grads, host_grads_next);
+        host_grads_live = false;
+    }
+    // Waits for a queued AdamW; true if there was one (the engine then uploads
+    // every unit from updated_slice()).
+    bool finish_pending_update() {
+        if (!pending) return false;
+        HostClock clock;
+        delayed->drain();
+        times.update_wait_ms = clock.lap();
+        times.adamw_ms = delayed_adamw_ms;
+        times.delayed = true;
+        pending = false;
+        mem.set_live(pending_grads, false);
+        return true;
+    }
+    const T* updated_slice(int u) const { return host_params + plan.shard_offset[u]; }
+
+    // The step is over: the host sums are free for the next one.
+    void finish_step() {
+        if (host_grads_live) mem.set_live(host_grads, false);
+        host_grads_live = false;
+        std::fill(norm_taken.begin(), norm_taken.end(), 0);
+    }
+
+    // Stage 3 with ParamHome::Host: unit u's slice up into the staging slice
+    // of parameter slot `slot`, before its all-gather; returns it.
+    const T* slice_up(int u, int slot) {
+        T* up = param_staging + slot * plan.largest_slice();
+        to_device(up, host_params + plan.shard_offset[u], plan.slice_numel(u), u);
+        return up;
+    }
+
+    // n elements of unit u down to the host, or up, on the comm stream (traced:
+    // the step-time model lists every host transfer)
+    void to_host(T* dst, const T* src, size_t n, int u) {
+        comm.note_transfer("to_host", n * sizeof(T), u);
+        device_copy(dst, src, n * sizeof(T), comm_stream);
+    }
+    void to_device(T* dst, const T* src, size_t n, int u) {
+        comm.note_transfer("to_device", n * sizeof(T), u);
+        device_copy(dst, src, n * sizeof(T), comm_stream);
+    }
+
+  private:
+    const int stage, micro_steps, delay_steps;
+    const ShardPlan& plan;
+    const std::vector<ShardPiece>& pieces;
+    const std::vector<ShardPiece>& norm_pieces;
+    const std::vector<char> norm_counts;
+    const std::vector<size_t> key_shift;
+    float* const master;
+    float* const adam_m;
+    float* const adam_v;
+    MemoryAccountant& mem;
+    Comm& comm;
+    const Stream comm_stream;
+    CpuAdamW cpu_adam;
+    HostTasks tasks;  // the additions and the norm's sums of squares, as the slices land
+
+    T* host_grads = nullptr;      // (shard): the gradient sums on the host (GradsDown != InStep)
+    T* grads_landing[2] = {};     // InStep: two slices the device shard goes down through
+    Event down_ready[2] = {};
+    T* staging[2] = {};           // AsReduced, stages 2-3, several micro-steps: where later slices land
+    Event staging_ready[2] = {};
+    uint64_t staging_task[2] = {};  // the host task that last read each
+    bool staging_used[2] = {};
+    int next_staging = 0;
+    T* host_params = nullptr;     // (shard): the AdamW's output with FromHostCopy or Gathered
+    T* param_landing[2] = {};     // ThroughLanding: two slices the new parameters go up through
+    Event landing_read[2] = {};   // each one's last upload has read it
+    T* param_staging = nullptr;   // Gathered: one device slice per parameter slot
+    size_t next_piece = 0;        // update_unit's place in `pieces`
+    bool host_grads_live = false;
+
+    std::vector<Event> unit_on_host;                       // (units): a unit's final slice is copied down
+    std::vector<std::vector<size_t>> norm_pieces_of_unit;  // indices into norm_pieces
+    std::vector<float> host_norm_partials;                 // (norm pieces)
+    std::vector<char> norm_taken;                          // (units): queued this step
+
+    // the delayed update
+    std::unique_ptr<HostTasks> delayed;  // the update thread: one CPU AdamW at a time
+    Event params_read{};                 // the uploads before a queued AdamW have read host_params
+    T* host_grads_next = nullptr;        // (shard): the other host gradient buffer
+    T* pending_grads = nullptr;          // the one the pending AdamW reads
+    bool pending = false;
+    double delayed_adamw_ms = 0;
+
+    // InStep: unit u's slice of the device sums down into landing slice u % 2
+    // (whose last reader, the AdamW of unit u - 2, is done).
+    void grads_down_unit(int u, const T* device_sums) {
+        to_host(grads_landing[u & 1], device_sums + plan.shard_offset[u], plan.slice_numel(u), u);
+        event_record(down_ready[u & 1], comm_stream);
+    }
+
+    // The sums of squares of unit u's pieces over their final host gradients
+    // (a piece the norm counts on another rank counts 0).
+    void sumsq_of_unit(int u) {
+        for (size_t i : norm_pieces_of_unit[u]) {
+            const ShardPiece& p = norm_pieces[i];
+            const T* g = host_grads + p.shard_offset;
+            host_work("a host sum of squares", {reads(g, p.numel)}, [&] {
+                host_norm_partials[i] = norm_counts[i] ? (float)sumsq_cpu(g, p.numel) : 0.0f;
+            });
+        }
+    }
+
+    // The CPU AdamW of one piece, from its host gradients `g`, into master, m,
+    // v and its compute-dtype copy `out`.
+    void adamw_piece(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
+        s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+        const size_t o = p.shard_offset, n = p.numel;
+        host_work("the CPU AdamW", {reads(g, n), writes(master + o, n), writes(adam_m + o, n), writes(adam_v + o, n),
+                                    writes(out, n)},
+                  [&] { cpu_adam.step(master + o, adam_m + o, adam_v + o, g, out, n, s, p.full_offset + key_shift[p.unit]); });
+    }
+};

@@ -1,0 +1,161 @@
+// What one rank keeps of the model: its compute-dtype parameters (the whole
+// model at stages 0-2, its slices at stage 3), its fp32 master weights and
+// Adam moments (all of them at stage 0, its slices otherwise), where each
+// piece of them sits, and how they are filled -- from a seed, a model file, a
+// checkpoint's masters. ZeroEngine (zero_engine.h) is built on it and decides
+// what moves when (zero/README.md, "Units, slices, pieces").
+#pragma once
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "zero/base/memory.h"
+#include "zero/base/rng.h"
+#include "zero/comm/comm.h"
+#include "zero/layout/param_layout.h"
+#include "zero/layout/shard_plan.h"
+
+template <typename T>
+class RankState {
+  public:
+    // comm: the data group; states, params: the arenas of the fp32 states and
+    // (stage 3) of the parameter slices: the host with offload (offload.h).
+    RankState(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& ctx_, int stage_,
+              uint64_t seed_, int tp_rank_, Arena states, Arena params)
+        : layout(layout_), plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN), comm(comm_), mem(mem_), ctx(ctx_),
+          stage(stage_), rank(comm_.rank), world(comm_.world), seed(seed_), tp_rank(tp_rank_) {
+        std::string err = plan.validate();
+        CHECK(err.empty(), "%s", err.c_str());
+        CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
+        // stochastic rounding keys: an element's offset in the whole model's buffer
+        ShardPlan whole(ParamLayout(layout.cfg, layout.tp).unit_specs(), comm_.world, SHARD_ALIGN);
+        for (int u = 0; u < plan.num_units(); u++)
+            key_shift.push_back(whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]);
+        pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
+        if (stage < 3) params_full = mem.allocate_array<T>(plan.full_numel, MemKind::Params, Arena::Device, "params", true);
+        else params_shard = mem.allocate_array<T>(plan.shard_numel, MemKind::Params, params, "params_shard", true);
+        const size_t opt = optimizer_numel();
+        master = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "master_fp32", true);
+        adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "adam_m", true);
+        adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "adam_v", true);
+    }
+    RankState(const RankState&) = delete;
+    RankState& operator=(const RankState&) = delete;
+
+    const ParamLayout& layout;
+    const ShardPlan plan;
+    Comm& comm;
+    MemoryAccountant& mem;
+    const KernelCtx ctx;
+    const int stage, rank, world;
+    const uint64_t seed;
+    const int tp_rank;
+    int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
+
+    // Raw state, for checkpoints and tests. Master/m/v are indexed by the
+    // pieces' shard_offset (stage 0: the full offset); they may be host memory.
+    float* master_weights() { return master; }
+    float* adam_m_state() { return adam_m; }
+    float* adam_v_state() { return adam_v; }
+    size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
+
+    // fill(u, dst) writes the fp32 values of unit u's first plan.units[u].numel
+    // elements (padding stays zero). From those the engine keeps what this rank
+    // owns: the fp32 masters of its pieces and its compute-dtype copy.
+    template <typename Fill>
+    void load_parameters(Fill fill) {
+        std::vector<float> unit_values;
+        for (int u = 0; u < plan.num_units(); u++) {
+            unit_values.assign(plan.padded[u], 0.0f);
+            fill(u, unit_values.data());
+            keep_unit(u, unit_values.data());
+        }
+        stream_sync(ctx.stream);
+    }
+
+    // GPT-2's initial values from a seed (ParamLayout::initial_unit).
+    void init_parameters(uint64_t init_seed) {
+        std::vector<float> scratch;
+        load_parameters([&](int u, float* dst) { layout.initial_unit(u, init_seed, tp_rank, dst, scratch); });
+    }
+
+    // After loading master weights (checkpoint resume): rebuild the compute-dtype
+    // copy exactly as the AdamW step that produced them wrote it.
+    void refresh_params_from_master() {
+        for (const ShardPiece& p : pieces)
+            write_rounded(own_params(p), master + p.shard_offset, p.numel, rounding_seed(adam_t), key(p));
+        if (stage == 1 || stage == 2)
+            for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
+        stream_sync(ctx.stream);
+    }
+
+    // The stochastic-rounding stream of optimizer step t.
+    uint64_t rounding_seed(int t) const { return mix64(seed ^ (0x5eedull << 40) ^ (uint64_t)t); }
+
+    // dst[i] = src[i] rounded to T with stream rs, keyed by position k + i (either
+    // side on the device or the host), element by element: the same bits on any
+    // number of threads. In fixed chunks, so that start-up and a resume hold no
+    // model-sized copy in host memory beside the arenas.
+    void write_rounded(T* dst, const float* src, size_t n, uint64_t rs, size_t k) {
+        const size_t chunk = std::min<size_t>(n, 1 << 20);
+        std::vector<float> in(chunk);
+        std::vector<T> out(chunk);
+        for (size_t b = 0; b < n; b += chunk) {
+            const size_t m = std::min(chunk, n - b);
+            copy_to_host(in.data(), src + b, m * sizeof(float));
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < m; i++) out[i] = round_param<T>(in[i], rs, k + b + i);
+            copy_to_device(dst + b, out.data(), m * sizeof(T));
+        }
+    }
+
+    // blocking copies of this rank (start-up, checkpoints): either side may be host memory
+    void copy_to_host(void* dst, const void* src, size_t bytes) {
+        device_copy(dst, src, bytes, ctx.stream);
+        stream_sync(ctx.stream);
+    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) {
+        device_copy(dst, src, bytes, ctx.stream);
+        stream_sync(ctx.stream);
+    }
+
+  protected:
+    std::vector<ShardPiece> pieces;  // what this rank's optimizer updates
+    std::vector<size_t> key_shift;   // (units): the whole model's full offset minus this plan's
+    T* params_full = nullptr;        // stages 0-2: (full_numel)
+    T* params_shard = nullptr;       // stage 3: (shard_numel), on the host with parameter offload
+    float* master = nullptr;         // fp32 master, Adam m and v: (optimizer_numel), host with offload
+    float* adam_m = nullptr;
+    float* adam_v = nullptr;
+
+    // A piece's stochastic-rounding key: its offset in the whole model's buffer.
+    size_t key(const ShardPiece& p) const { return p.full_offset + key_shift[p.unit]; }
+
+    // Where this rank's compute-dtype copy of piece p lives.
+    T* own_params(const ShardPiece& p) const {
+        return stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
+    }
+
+    // Stages 1-2: all-gather unit u's parameters in place (each rank has updated its slice).
+    void gather_full_params(int u, Stream s) {
+        comm.unit = u;
+        T* unit = params_full + plan.full_offset[u];
+        size_t slice = plan.slice_numel(u);
+        comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, s);
+    }
+
+    // Keeps this rank's part of one unit given its full fp32 values.
+    void keep_unit(int u, const float* values) {
+        size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
+        // fp32 masters of what this rank updates, at their optimizer offsets
+        if (stage == 0) copy_to_device(master + F, values, P * sizeof(float));
+        else copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
+        // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
+        // rounded as a step-0 AdamW would have written it
+        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
+        T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
+        write_rounded(dst, values + begin, n, rounding_seed(0), F + key_shift[u] + begin);
+    }
+};
