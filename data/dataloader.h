@@ -357,3 +357,12 @@ struct DataLoader {
                   shard.path.c_str(), (unsigned)buffer_[i], first_token + i, vocab_check_);
     }
 };
+
+// The largest micro-batch (at most B) for which some validation shard holds one
+// global batch of B*T*ranks+1 tokens; 0 if none does.
+inline int validation_micro_batch(const std::string& pattern, int B, int T, int world) {
+    size_t longest = 0;
+    for (const std::string& path : glob_sorted(pattern)) longest = std::max(longest, read_shard_header(path));
+    if (longest == 0) return B;  // no files: let the loader say so
+    return (int)std::min<size_t>(B, (longest - 1) / ((size_t)T * world));
+}

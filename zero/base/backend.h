@@ -135,6 +135,17 @@ inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
 }
 #endif
 
+// The device's used bytes (cudaMemGetInfo); 0 in the CPU build.
+inline size_t device_memory_used() {
+#ifdef ZERO_CUDA
+    size_t free_b = 0, total_b = 0;
+    cudaCheck(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+#else
+    return 0;
+#endif
+}
+
 // Work of the rank's own thread (or of a host-task worker) on buffers the
 // streams also touch: named with what it reads and writes, for checking mode.
 template <typename Fn>

@@ -39,6 +39,9 @@ struct CommStats {
         recv[(int)op] += bytes_recv;
         calls[(int)op] += 1;
     }
+    void add(const CommStats& o) {
+        for (int op = 0; op < NUM_COMM_OPS; op++) sent[op] += o.sent[op], recv[op] += o.recv[op], calls[op] += o.calls[op];
+    }
     // the bulk traffic: everything but the scalar reductions of losses and norms
     uint64_t bulk_sent() const { return total(sent) - sent[(int)CommOp::Scalar]; }
     uint64_t bulk_recv() const { return total(recv) - recv[(int)CommOp::Scalar]; }

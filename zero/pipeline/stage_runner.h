@@ -113,9 +113,8 @@ class PipelineStage {
         }
     }
 
-    // After the step's device work is done: add its slot times to `times` if `timed`.
-    void finish_step(bool timed) {
-        if (!timed) return;
+    // After the step's device work is done: add its slot times to `times`.
+    void add_step_times() {
         for (size_t k = 0; k < slots.size(); k++) {
 #ifdef ZERO_CUDA
             float busy = 0, start = 0, end = 0;

@@ -1,28 +1,29 @@
-// The per-step reports: each rank's memory after forward, after backward and
-// after the optimizer step (the homework's table) next to the predictor's
-// numbers, and the bytes each collective moved. Printed as one line per rank
-// and appended to CSV files in the output directory.
+// What a run prints: its header (the batch, the grid, the offload paths),
+// the matmul peak behind MFU, a line per step, and with --mem_report 1 each
+// rank's memory after forward, after backward and after the optimizer step
+// (the homework's table) next to the predictor's numbers with the bytes each
+// collective moved, printed a line per rank and appended to CSV files in the
+// output directory.
 #pragma once
 
 #include <string>
 
-#include "zero/comm/comm.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "zero/base/common.h"
 #include "zero/base/memory.h"
+#include "zero/comm/comm.h"
+#include "zero/comm/groups.h"
 #include "zero/engine/memory_predictor.h"
 #include "zero/engine/zero_engine.h"
+#include "zero/perf/peak_flops.h"
+#include "zero/run/run_setup.h"
 
 struct PhaseMemory {
     MemCounts forward, backward, step;  // live bytes at the end of each phase
 };
-
-// a + b, op by op
-inline CommStats combined(const CommStats& a, const CommStats& b) {
-    CommStats c = a;
-    for (int op = 0; op < NUM_COMM_OPS; op++)
-        c.sent[op] += b.sent[op], c.recv[op] += b.recv[op], c.calls[op] += b.calls[op];
-    return c;
-}
 
 // The process's peak resident memory (VmHWM), bytes; 0 where /proc is not there.
 // Every rank's host arena (and, in the CPU build, its "device" arena) is in it,
@@ -133,4 +134,98 @@ inline void append_trace_csv(const std::string& path, int step, int rank, const 
         fprintf(f, "%d,%d,%zu,%s,%s,%llu,%d\n", step, rank, i, trace[i].op.c_str(), trace[i].group.c_str(),
                 (unsigned long long)trace[i].bytes, trace[i].unit);
     fclose(f);
+}
+
+// The run's header: the steps, the batch, the grid and the offload paths.
+inline void print_run_header(const TrainOptions& o, const RunSetup& run, int total_steps, int start_step,
+                             long tokens_per_step) {
+    printf("training %d steps from step %d: %ld tokens per step (%d rank(s) x B=%d x T=%d x %d micro-step(s))\n",
+           total_steps, start_step, tokens_per_step, run.dp, o.micro_batch, o.seq_len, run.micro_steps);
+    if (run.tp > 1)
+        printf("tensor parallel: %d x %d grid (tensor groups of %d ranks%s, ZeRO stage %d across %d data-parallel "
+               "rank(s))\n", run.tp, run.dp, run.tp, run.sp ? ", sequence parallel" : "", o.zero_stage, run.dp);
+    if (run.pp > 1) {
+        printf("grid: %d ranks = %d data-parallel x %d tensor-parallel x %d pipeline stages; rank = (stage*%d + "
+               "dp)*%d + tp (tensor rank fastest, then data rank, then stage)\n",
+               run.world, run.dp, run.tp, run.pp, run.dp, run.tp);
+        printf("pipeline: %s schedule, %d micro-batch(es) per step; layers per stage %s; stage 0 holds the "
+               "embeddings, stage %d the final layernorm and the LM head (tied to stage 0's wte); ZeRO stage %d "
+               "across each stage's %d data-parallel rank(s)\n",
+               pipeline_schedule_name(run.schedule), run.micro_steps, run.pipeline.text().c_str(), run.pp - 1,
+               o.zero_stage, run.dp);
+    }
+    std::string accum = offload_grad_accum_text(o, run), delay = offload_delay_text(run);
+    if (!accum.empty()) printf("%s\n", accum.c_str());
+    if (!delay.empty()) printf("%s\n", delay.c_str());
+}
+
+// MFU's denominator: the matmul peak of the devices in use (emulated ranks
+// share one device; NCCL ranks have one each), the best probe this machine has
+// recorded (zero/perf/peak_flops.h), so that load does not move it. Rank 0
+// probes while the others wait; it prints what it used.
+template <typename T>
+double matmul_peak_for_mfu(const KernelCtx& ctx, const RunSetup& run, size_t params, int seq_len, Comm& world) {
+    double peak = 0.0;
+    world.barrier();  // nobody computes while rank 0 measures
+    if (world.rank == 0) {
+#ifdef ZERO_CUDA
+        double probe = measure_matmul_peak_flops<T>(ctx, 8192);
+        std::string key = device_name() + " " + dtype_name(run.dtype);
+#else
+#ifdef _OPENMP
+        omp_set_num_threads(process_cpu_threads());  // every core of the process: the other ranks wait
+#endif
+        double probe = measure_matmul_peak_flops<T>(ctx, 1024);
+#ifdef _OPENMP
+        omp_set_num_threads(run.cpu_threads_per_rank());
+#endif
+        std::string key = device_name() + " " + dtype_name(run.dtype) + " " + std::to_string(process_cpu_threads()) +
+                          " thread(s)";
+        printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
+               run.ranks_per_process);
+#endif
+        PeakRecord rec = update_peak_record(key, probe, peak_record_path());
+        if (!rec.note.empty()) printf("%s\n", rec.note.c_str());
+        peak = rec.flops * (run.launch.world > 1 ? run.world : 1);
+        printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(rec.flops).c_str(),
+               dtype_name(run.dtype), flops_text(train_flops_per_token(params, run.cfg, seq_len)).c_str());
+        if (rec.path.empty()) printf("  (this run's probe: no record kept, set ZERO_PEAK_FILE to keep one)\n");
+        else printf("  (the best probe recorded for %s in %s; this run's: %s/s)\n", key.c_str(), rec.path.c_str(),
+                    flops_text(rec.probe).c_str());
+    }
+    world.barrier();
+    return peak;
+}
+
+// A step's line (rank 0): loss, norm, learning rate, time, throughput, MFU, memory.
+inline void print_step_line(int step, int total_steps, double loss, const StepResult& res, float lr, double ms,
+                            long tokens, bool fp16, float loss_scale, double mfu, const MemoryAccountant& mem) {
+    printf("step %4d/%d | loss %.6f | norm %.4f | lr %.2e | %.2f ms | %.0f tok/s", step, total_steps, loss,
+           res.grad_norm, lr, ms, tokens / (ms / 1000.0));
+    if (fp16) printf(" | scale %.17g%s", loss_scale, res.skipped ? " (skipped)" : "");
+    if (mfu > 0) printf(" | MFU %.1f%%", 100.0 * mfu);
+    printf(" | mem %.1f MiB\n", mem.peak_live(Arena::Device) / 1048576.0);
+}
+
+// --mem_report 1: every rank's memory and traffic of the step (`step`, counted
+// from 1), one rank at a time in rank order, and with an output directory its
+// CSV rows (mem_report_rank<r>.csv, comm_report_rank<r>.csv, comm_trace_rank<r>.csv).
+inline void report_memory(int step, Groups& g, const PhaseMemory& phases, const MemoryPrediction& predicted,
+                          const MemoryAccountant& mem, const OffloadTimes* offload, size_t optimizer_numel,
+                          size_t device_used, size_t device_used_at_start, const std::string& out_dir) {
+    const int rank = g.world.rank;
+    for (int r = 0; r < g.world.world; r++) {
+        g.world.barrier();
+        if (r != rank) continue;
+        CommStats pipeline = g.pipeline_stats();
+        print_memory_line(rank, phases, predicted, mem, g.data().stats, device_used,
+                          g.tensor ? &g.tensor->stats : nullptr, device_used_at_start, g.pipe ? &pipeline : nullptr);
+        if (offload) print_offload_line(rank, *offload, optimizer_numel);
+        if (out_dir.empty()) continue;
+        std::string suffix = "_rank" + std::to_string(rank) + ".csv";
+        append_memory_csv(out_dir + "/mem_report" + suffix, step, rank, phases, predicted, mem, device_used);
+        append_comm_csv(out_dir + "/comm_report" + suffix, step, rank, g.data().stats);
+        append_trace_csv(out_dir + "/comm_trace" + suffix, step, rank, g.trace);
+    }
+    g.world.barrier();
 }

@@ -1,4 +1,5 @@
-// --sample MODEL: text from a trained model. MODEL is an llm.c model file, a
+// Text from the model: print_sample, the samples a training run prints as it
+// goes; and --sample MODEL: text from a trained model. MODEL is an llm.c model file, a
 // checkpoint folder (its model.bin) or a Hugging Face folder (config.json +
 // model.safetensors). The prompt is --prompt's text, or else standard input
 // when that is not a terminal; an empty prompt starts from <|endoftext|>.
@@ -24,6 +25,7 @@
 #include "zero/base/rng.h"
 #include "zero/comm/comm_emulated.h"
 #include "zero/model/gpt2.h"
+#include "zero/pipeline/stage_runner.h"
 #include "zero/run/model_source.h"
 #include "zero/run/options.h"
 
@@ -46,6 +48,54 @@ inline int sample_token(const std::vector<float>& logits, float temperature, int
     for (int i = 0; i < k; ++i)
         if ((acc += weight[i]) > coin) return order[i];
     return order[k - 1];
+}
+
+// Samples gen_tokens tokens from the model, starting from <|endoftext|>.
+// Every rank runs it (stage 3 needs every rank for its gathers); rank 0 prints.
+// Through a pipeline, each token's forward runs stage by stage and the last
+// stage draws the token, which the pipeline group then shares.
+template <typename T>
+void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t seed, bool print,
+                  PipelineStage<T>* pipeline = nullptr) {
+    // sequence parallelism cuts a pass's tokens evenly across the tensor group: the
+    // prompt is padded to a multiple of t (causal attention keeps the padding out
+    // of the logits read), and the longest padded prompt must fit
+    const int multiple = model.sp ? model.tp : 1;
+    const int room = std::min<int>(model.cfg.max_seq_len, (int)model.acts.maxBT) / multiple * multiple;
+    const int max_len = std::min(gen_tokens + 1, room);
+    int eot = tok ? tok->eot_token : model.cfg.vocab_size - 1;
+    std::vector<int> tokens(1, eot);
+    Rng rng(seed);
+    if (print) printf("sample: ");
+    while ((int)tokens.size() < max_len) {
+        int t = (int)tokens.size();
+        std::vector<int> padded = tokens;
+        padded.resize((t + multiple - 1) / multiple * multiple, eot);
+        if (pipeline) pipeline->forward_only(padded.data(), nullptr, 1, (int)padded.size());
+        else model.forward(padded.data(), nullptr, 1, (int)padded.size(), 0.0f);
+        int next = model.cfg.vocab_size - 1;
+        if (model.last) {
+            std::vector<float> logits = model.logits_at(t - 1);
+            float maxv = logits[0];
+            for (float x : logits) maxv = std::max(maxv, x);
+            double sum = 0.0;
+            for (float& x : logits) sum += (x = expf(x - maxv));
+            double coin = rng.next_float() * sum, acc = 0.0;
+            for (int v = 0; v < model.cfg.vocab_size; v++)
+                if ((acc += logits[v]) > coin) {
+                    next = v;
+                    break;
+                }
+        }
+        if (pipeline) next = (int)pipeline->pipe.sum_scalar(model.last ? next : 0);
+        tokens.push_back(next);
+        if (print) {
+            if (tok) printf("%s", tok->decode(next).c_str());
+            else printf("%d ", next);
+            fflush(stdout);
+        }
+    }
+    if (print) printf("\n");
 }
 
 // The whole of standard input, unless it is a terminal (then nothing).

@@ -1,0 +1,67 @@
+// A rank's process groups in the dp x tp x pp grid, made here and nowhere
+// else (the rank order is zero/layout/pipeline_plan.h's: the tensor rank
+// fastest, then the data rank, then the stage):
+//
+//   data    the ranks holding the same part of the model: ZeRO shards across
+//           them, and they share the batch and the loss (the world itself
+//           without tensor or pipeline parallelism)
+//   tensor  tp adjacent ranks: Megatron's tensor parallelism, or none
+//   pipe    one rank per stage, of the same (data, tensor) place, or none
+//   tied    a pipeline's first and last stage: the tied embeddings, or none
+//
+// Every rank splits in the same order (the emulated backend and NCCL need
+// that). Each group counts its own bytes, and all of them write one trace
+// of the rank's step (--mem_report 1 -o DIR).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "zero/comm/comm.h"
+#include "zero/layout/pipeline_plan.h"
+
+struct Groups {
+    Groups(Comm& world_, const Grid3& grid) : world(world_) {
+        const int rank = world.rank, stage = grid.stage(rank), P = grid.pp, tp = grid.tp;
+        if (tp > 1) tensor = world.split(rank / tp, grid.tp_rank(rank));
+        if (tp > 1 || P > 1) data_group = world.split(stage * tp + grid.tp_rank(rank), grid.dp_rank(rank));
+        if (P > 1) {
+            const int line = grid.dp_rank(rank) * tp + grid.tp_rank(rank);  // the same (dp, tp) on every stage
+            const bool end = stage == 0 || stage == P - 1;
+            pipe = world.split(line, stage);
+            tied = world.split(end ? line : world.world + rank, stage);
+            if (!end) tied.reset();
+        }
+        data().group_name = "data";
+        if (tensor) tensor->group_name = "tensor";
+        if (pipe) pipe->group_name = "pipe";
+        if (tied) tied->group_name = "tied";
+        for (Comm* c : all()) c->trace = &trace;
+    }
+
+    Comm& world;
+    std::unique_ptr<Comm> tensor, pipe, tied;  // null where there is no such group
+    Trace trace;                               // the step's collectives and host transfers, in order
+
+    Comm& data() { return data_group ? *data_group : world; }
+    std::vector<Comm*> all() {
+        std::vector<Comm*> v = {&world};
+        for (Comm* c : {data_group.get(), tensor.get(), pipe.get(), tied.get()})
+            if (c) v.push_back(c);
+        return v;
+    }
+    // A new step: counters and trace from zero.
+    void start_step() {
+        for (Comm* c : all()) c->stats = CommStats{};
+        trace.clear();
+    }
+    // The pipeline's traffic: the stages' sends and receives, and the tied embeddings' all-reduce.
+    CommStats pipeline_stats() const {
+        CommStats s = pipe ? pipe->stats : CommStats{};
+        if (tied) s.add(tied->stats);
+        return s;
+    }
+
+  private:
+    std::unique_ptr<Comm> data_group;  // null when the data group is the world
+};
