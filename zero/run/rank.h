@@ -10,7 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "zero/base/memory.h"
-#include "zero/comm/groups.h"
+#include "zero/run/groups.h"
 #include "zero/engine/memory_predictor.h"
 #include "zero/engine/zero_engine.h"
 #include "zero/layout/hf_gpt2.h"

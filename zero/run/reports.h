@@ -15,7 +15,7 @@
 #include "zero/base/common.h"
 #include "zero/base/memory.h"
 #include "zero/comm/comm.h"
-#include "zero/comm/groups.h"
+#include "zero/run/groups.h"
 #include "zero/engine/memory_predictor.h"
 #include "zero/engine/zero_engine.h"
 #include "zero/perf/peak_flops.h"
