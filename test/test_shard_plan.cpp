@@ -129,6 +129,36 @@ int main() {
         check_plan(plan, what);
     }
 
+    // zero/README.md's worked example, number for number: unit 0 holds W (40
+    // elements) and b (6, at the next 16-element boundary, 48), unit 1 holds c
+    // (20); four ranks; each unit padded to 64 and cut into four slices of 16
+    {
+        std::vector<UnitSpec> example = {{"unit 0", 54, {{0, 0, 0, 40}, {1, 0, 48, 6}}}, {"unit 1", 20, {{2, 0, 0, 20}}}};
+        ShardPlan plan(example, 4, SHARD_ALIGN);
+        EXPECT(plan.padded[0] == 64 && plan.padded[1] == 64 && plan.full_offset[1] == 64 && plan.shard_offset[1] == 16 &&
+                   plan.full_numel == 128 && plan.shard_numel == 32,
+               "the example's offsets: P %zu %zu, F(1) %zu, S(1) %zu", plan.padded[0], plan.padded[1],
+               plan.full_offset[1], plan.shard_offset[1]);
+        struct Piece {
+            int tensor;
+            size_t full, shard, numel;
+        };
+        const std::vector<Piece> want[4] = {
+            {{0, 0, 0, 16}, {2, 64, 16, 16}},  // rank 0: W[0:16], c[0:16]
+            {{0, 16, 0, 16}, {2, 80, 16, 4}},  // rank 1: W[16:32], c[16:20]
+            {{0, 32, 0, 8}},                   // rank 2: W[32:40] (40..48 and unit 1's slice: padding)
+            {{1, 48, 0, 6}},                   // rank 3: b[0:6]
+        };
+        for (int r = 0; r < 4; r++) {
+            std::vector<ShardPiece> got = plan.pieces_of_rank(r);
+            bool same = got.size() == want[r].size();
+            for (size_t i = 0; same && i < got.size(); i++)
+                same = got[i].tensor_id == want[r][i].tensor && got[i].full_offset == want[r][i].full &&
+                       got[i].shard_offset == want[r][i].shard && got[i].numel == want[r][i].numel;
+            EXPECT(same, "the example's rank %d pieces", r);
+        }
+    }
+
     // the world-size guard names the unit
     ShardPlan too_many(ParamLayout(gpt2_config_from_descriptor(TINY_T64)).unit_specs(), 200,
                        SHARD_ALIGN);

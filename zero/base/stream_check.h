@@ -1,30 +1,22 @@
 // Checking mode of the CPU build (ZERO_CHECK=1; make test sets it): the GPU's
-// stream order checked on the CPU, and released memory poisoned.
+// stream order held on the CPU, and released memory poisoned (why:
+// zero/README.md, "Streams and events").
 //
-// On a GPU a rank's streams run beside each other and beside its thread; a
-// buffer that one of them writes and another reads is safe only where an
-// event orders the two (zero/README.md, "Streams and events"). The CPU build
-// runs every operation at once, in program order, so a missing wait computes
-// the right numbers there and races on a GPU. Checking mode keeps what the GPU
-// would know: a vector clock per agent (each stream, the rank's thread, each
-// host-task worker), advanced by every operation and joined by the same
-// events as on the GPU (record, wait, synchronise; an operation issued by the
-// thread comes after everything the thread did before; a host task starts
-// after its event). Every kernel (kernels/kernels.h), copy (backend.h),
-// collective and send (the comms) and the engine's host work names the ranges
-// it reads and writes. An access that conflicts with an earlier access of
-// another agent -- a write with anything, a read with a write -- that no
-// chain of events orders before it ends the run, naming both.
-//
-// Released memory: when the accountant marks a buffer no longer live (a
-// stage-3 parameter slot vacated, a gradient slot reduced, a micro-batch's
-// activations consumed), checking mode fills it with 0xFF bytes, a NaN in
-// fp32, bf16 and fp16, so that a read after the release turns the loss into
-// NaN in the tests.
-//
-// Only memory from the accountant (and buffers registered with track()) is
-// watched; a rank's checker sees only its own buffers (peers' buffers inside
-// the emulated collectives are the collectives' business, tested apart).
+// Agents are a rank's streams, its thread and its host-task workers; each has
+// a vector clock, ticked by every operation it runs and joined along the
+// edges a GPU has: an operation the thread issues comes after everything the
+// thread did before; a stream that waits on an event, or a thread that
+// synchronises one, comes after everything before the event's record; a host
+// task starts after its event and its submitter's past, and only wait() or
+// drain() orders a thread after it. Every kernel (kernels/kernels.h), copy
+// (backend.h), collective and send (the comms) and the engine's host work
+// names the ranges it reads and writes; a write conflicts with any access,
+// a read with a write, and a conflicting pair on two agents with no such
+// chain between them fails the run, naming both. Released memory (the
+// accountant's set_live(false)) is filled with 0xFF bytes, a NaN in fp32, bf16
+// and fp16. Only the accountant's buffers (and those named with track()) are
+// watched, each by its own rank's checker: peers' buffers inside the emulated
+// collectives are the collectives' business, tested apart.
 #pragma once
 
 #include <algorithm>

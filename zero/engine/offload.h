@@ -120,11 +120,11 @@ class HostOptimizer {
             host_grads = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host", false);
         } else {
             for (int k = 0; k < 2; k++)
-                grads_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_host" + std::to_string(k), false);
+                down_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_landing_host" + std::to_string(k), false);
         }
         if (grads_down == GradsDown::AsReduced && stage >= 2 && micro_steps > 1)
             for (int k = 0; k < 2; k++)
-                staging[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_landing_host" + std::to_string(k), false);
+                sum_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_sum_landing_host" + std::to_string(k), false);
         if (delay_steps > 0) {  // the next step's gradients land here while the delayed AdamW reads the last step's
             host_grads_next = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host_next", false);
             delayed = std::make_unique<HostTasks>(true);
@@ -133,17 +133,17 @@ class HostOptimizer {
         switch (params_up) {
             case ParamsUp::Gathered:
                 host_params = shard;
-                param_staging = mem.allocate_array<T>(3 * slice, MemKind::Params, Arena::Device, "params_upload", false);
+                gather_landing = mem.allocate_array<T>(3 * slice, MemKind::Params, Arena::Device, "params_gather_landing", false);
                 break;
             case ParamsUp::FromHostCopy:
                 host_params = mem.allocate_array<T>(S, MemKind::Params, H, "params_shard_host", true);
                 break;
             case ParamsUp::ThroughLanding:
                 for (int k = 0; k < 2; k++)
-                    param_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "params_landing_host" + std::to_string(k), false);
+                    up_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "params_up_landing_host" + std::to_string(k), false);
                 break;
         }
-        for (Event* e : {&staging_ready[0], &staging_ready[1], &landing_read[0], &landing_read[1], &down_ready[0],
+        for (Event* e : {&sum_landed[0], &sum_landed[1], &up_read[0], &up_read[1], &down_ready[0],
                          &down_ready[1]})
             *e = event_create();
     }
@@ -151,7 +151,7 @@ class HostOptimizer {
         if (delayed) delayed->drain();  // it reads and writes these buffers
         tasks.drain();
         for (Event e : unit_on_host) event_destroy(e);
-        for (Event e : {staging_ready[0], staging_ready[1], landing_read[0], landing_read[1], down_ready[0], down_ready[1]})
+        for (Event e : {sum_landed[0], sum_landed[1], up_read[0], up_read[1], down_ready[0], down_ready[1]})
             event_destroy(e);
         if (delayed) event_destroy(params_read);
     }
@@ -171,22 +171,22 @@ class HostOptimizer {
     // ---- gradients coming down (the engine's reduce_unit, on the comm stream)
 
     // AsReduced: unit u's reduced slice (device) goes down; the first of the
-    // step's copies straight into the host sums, later ones through a staging
+    // step's copies straight into the host sums, later ones through a landing
     // slice that a host task adds in.
     void take_reduced(int u, const T* reduced, bool first) {
         T* sums = host_grads + plan.shard_offset[u];
         const size_t n = plan.slice_numel(u);
         if (first) return to_host(sums, reduced, n, u);
-        const int k = next_staging;
-        next_staging ^= 1;
-        if (staging_used[k]) tasks.wait(staging_task[k]);  // its previous slice has been added
-        T* landed = staging[k];
+        const int k = next_sum;
+        next_sum ^= 1;
+        if (sum_used[k]) tasks.wait(sum_task[k]);  // its previous slice has been added
+        T* landed = sum_landing[k];
         to_host(landed, reduced, n, u);
-        event_record(staging_ready[k], comm_stream);
-        staging_task[k] = tasks.submit(staging_ready[k], [=] {
+        event_record(sum_landed[k], comm_stream);
+        sum_task[k] = tasks.submit(sum_landed[k], [=] {
             host_work("a host add", {writes(sums, n), reads(landed, n)}, [&] { accumulate_cpu(sums, landed, n, false); });
         });
-        staging_used[k] = true;
+        sum_used[k] = true;
     }
     // AtLastMicroStep: unit u's final sums (device shard) go down.
     void take_final(int u, const T* sums) {
@@ -248,14 +248,14 @@ class HostOptimizer {
     // `device_sums`: the engine's gradient shard (InStep).
     const T* update_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* device_sums) {
         const int k = u & 1;
-        const T* g = host_grads ? host_grads + plan.shard_offset[u] : grads_landing[k];
+        const T* g = host_grads ? host_grads + plan.shard_offset[u] : down_landing[k];
         if (grads_down == GradsDown::InStep) {
             if (u == 0) grads_down_unit(0, device_sums);
             if (u + 1 < plan.num_units()) grads_down_unit(u + 1, device_sums);
             event_sync(down_ready[k]);
         }
-        T* out = params_up == ParamsUp::ThroughLanding ? param_landing[k] : host_params + plan.shard_offset[u];
-        if (params_up == ParamsUp::ThroughLanding) event_sync(landing_read[k]);
+        T* out = params_up == ParamsUp::ThroughLanding ? up_landing[k] : host_params + plan.shard_offset[u];
+        if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);
         for (; next_piece < pieces.size() && pieces[next_piece].unit == u; next_piece++) {
             const ShardPiece& p = pieces[next_piece];
             const size_t at = p.shard_offset - plan.shard_offset[u];
@@ -266,7 +266,7 @@ class HostOptimizer {
     }
     // After the engine's upload of unit u (on the comm stream): its landing slice may be written again.
     void uploaded(int u) {
-        if (params_up == ParamsUp::ThroughLanding) event_record(landing_read[u & 1], comm_stream);
+        if (params_up == ParamsUp::ThroughLanding) event_record(up_read[u & 1], comm_stream);
     }
 
     // The delayed update: this step's AdamW on the update thread, once the
@@ -311,10 +311,10 @@ class HostOptimizer {
         std::fill(norm_taken.begin(), norm_taken.end(), 0);
     }
 
-    // Stage 3 with ParamHome::Host: unit u's slice up into the staging slice
-    // of parameter slot `slot`, before its all-gather; returns it.
+    // Stage 3 with ParamHome::Host: unit u's slice up into the device landing
+    // slice of parameter slot `slot`, before its all-gather; returns it.
     const T* slice_up(int u, int slot) {
-        T* up = param_staging + slot * plan.largest_slice();
+        T* up = gather_landing + slot * plan.largest_slice();
         to_device(up, host_params + plan.shard_offset[u], plan.slice_numel(u), u);
         return up;
     }
@@ -346,18 +346,18 @@ class HostOptimizer {
     CpuAdamW cpu_adam;
     HostTasks tasks;  // the additions and the norm's sums of squares, as the slices land
 
-    T* host_grads = nullptr;      // (shard): the gradient sums on the host (GradsDown != InStep)
-    T* grads_landing[2] = {};     // InStep: two slices the device shard goes down through
+    T* host_grads = nullptr;        // (shard): the gradient sums on the host (GradsDown != InStep)
+    T* down_landing[2] = {};        // InStep: two slices the device shard goes down through
     Event down_ready[2] = {};
-    T* staging[2] = {};           // AsReduced, stages 2-3, several micro-steps: where later slices land
-    Event staging_ready[2] = {};
-    uint64_t staging_task[2] = {};  // the host task that last read each
-    bool staging_used[2] = {};
-    int next_staging = 0;
-    T* host_params = nullptr;     // (shard): the AdamW's output with FromHostCopy or Gathered
-    T* param_landing[2] = {};     // ThroughLanding: two slices the new parameters go up through
-    Event landing_read[2] = {};   // each one's last upload has read it
-    T* param_staging = nullptr;   // Gathered: one device slice per parameter slot
+    T* sum_landing[2] = {};         // AsReduced, stages 2-3, several micro-steps: where later slices land
+    Event sum_landed[2] = {};
+    uint64_t sum_task[2] = {};      // the host task that last read each
+    bool sum_used[2] = {};
+    int next_sum = 0;
+    T* host_params = nullptr;       // (shard): the AdamW's output with FromHostCopy or Gathered
+    T* up_landing[2] = {};          // ThroughLanding: two slices the new parameters go up through
+    Event up_read[2] = {};          // each one's last upload has read it
+    T* gather_landing = nullptr;    // Gathered: one device slice per parameter slot
     size_t next_piece = 0;        // update_unit's place in `pieces`
     bool host_grads_live = false;
 
@@ -377,7 +377,7 @@ class HostOptimizer {
     // InStep: unit u's slice of the device sums down into landing slice u % 2
     // (whose last reader, the AdamW of unit u - 2, is done).
     void grads_down_unit(int u, const T* device_sums) {
-        to_host(grads_landing[u & 1], device_sums + plan.shard_offset[u], plan.slice_numel(u), u);
+        to_host(down_landing[u & 1], device_sums + plan.shard_offset[u], plan.slice_numel(u), u);
         event_record(down_ready[u & 1], comm_stream);
     }
 

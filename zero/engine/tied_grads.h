@@ -81,7 +81,7 @@ class TiedGrads {
         }
         // where the slices add up on the host, through the device's landing slice
         const size_t bytes = z.plan.slice_numel(u) * sizeof(T);
-        T* slice = z.grad_shard ? z.grad_shard + z.plan.shard_offset[u] : z.comm_buffer;
+        T* slice = z.grad_shard ? z.grad_shard + z.plan.shard_offset[u] : z.landing;
         if (z.layout.stage.first) {
             if (!z.grad_shard) z.host->sums_up(u, slice);
             z.pipe->send(slice, bytes, last, s);

@@ -298,7 +298,7 @@ class ZeroEngine : public RankState<T> {
 
     T* grads_full = nullptr;    // stages 0-1: (full_numel)
     T* grad_shard = nullptr;    // stages 2-3 unless the sums are on the host: (shard_numel)
-    T* comm_buffer = nullptr;   // stages 2-3: one slice, the reduce-scatter's landing place
+    T* landing = nullptr;       // stages 2-3: the reduce-scatter's landing slice
     float* norm_partials = nullptr;  // the norm's partial sums on the device (where the gradients are)
     std::unique_ptr<UnitSlots<T>> param_slots, grad_slots;
     std::unique_ptr<HostOptimizer<T>> host;  // optimizer offload, or null
@@ -314,7 +314,7 @@ class ZeroEngine : public RankState<T> {
             grads_full = (T*)mem.allocate(plan.full_numel * sizeof(T), MemKind::Grads, D, "grads", false);
         } else {
             grad_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Grads, "grads_unit");
-            comm_buffer = (T*)mem.allocate(slice * sizeof(T), MemKind::Comm, D, "reduce_scatter_landing", false);
+            landing = (T*)mem.allocate(slice * sizeof(T), MemKind::Comm, D, "reduce_scatter_landing", false);
             if (!sums_on_host) grad_shard = (T*)mem.allocate(shard * sizeof(T), MemKind::Grads, D, "grads_shard", false);
         }
     }
@@ -335,13 +335,13 @@ class ZeroEngine : public RankState<T> {
         } else {  // the unit's gradient slot, reduce-scattered, added into this rank's slice
             UnitSlot<T>* slot = grad_slots->holding(u);
             CHECK(slot, "internal: gradients of unit %d finished but not held", u);
-            comm.reduce_scatter_sum(slot->ptr, comm_buffer, slice, dtype_of<T>::value, comm_stream);
+            comm.reduce_scatter_sum(slot->ptr, landing, slice, dtype_of<T>::value, comm_stream);
             if (host && !host->sums_on_device()) {
-                host->take_reduced(u, comm_buffer, micro_step == 0);
+                host->take_reduced(u, landing, micro_step == 0);
             } else {
                 KernelCtx c = ctx;
                 c.stream = comm_stream;
-                accumulate(c, grad_shard + plan.shard_offset[u], comm_buffer, slice, micro_step == 0);
+                accumulate(c, grad_shard + plan.shard_offset[u], landing, slice, micro_step == 0);
                 if (host && last) host->take_final(u, grad_shard + plan.shard_offset[u]);
             }
             vacate(*slot, comm_stream);

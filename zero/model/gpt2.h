@@ -1,38 +1,21 @@
 // The model: GPT-2 forward and backward over the units of the flat buffer, as
 // explicit call lists with the shapes in comments. Every parameter pointer
-// comes from the ZeRO engine's hooks, which gather (stage 3), hand out gradient
-// buffers and launch the stage's collectives: zero.acquire_params(u) /
-// release_params(u) around each unit's forward and backward, acquire_grads(u)
-// and grads_done(u) in backward. Stage 3 gathers a layer at the
-// acquire_params(u) of forward()'s and backward()'s layer loops
-// (ZeroEngine::acquire_params -> gather_params, zero/engine/zero_engine.h).
-// The training loop that drives the model is train_rank() in train_gpt2_zero.cu.
+// comes from the ZeRO engine's hooks (zero/engine/zero_engine.h), which
+// gather (stage 3), hand out gradient buffers and launch the stage's
+// collectives: acquire_params(u) / release_params(u) around each unit's
+// forward and backward, acquire_grads(u) and grads_done(u) in backward
+// (zero/README.md, "The hooks"). The training loop that drives it is
+// train_step() in train_gpt2_zero.cu.
 //
-// Tensor parallelism (Megatron-style; `tensor` is the rank's tensor group of t
-// ranks, zero/layout/tp_plan.h says which part of each tensor it holds): QKV
-// and fc are column-parallel (a rank computes its heads and its hidden
-// features), the attention and fc projections row-parallel (a rank's partial
-// sums are all-reduced, the bias added by the group's rank 0 only); in
-// backward the input gradient of each column-parallel layer is all-reduced
-// before the layernorm below it. The embedding and LM head are vocabulary-
-// parallel (zero/model/vocab_parallel.h). Everything else, the residual stream
-// and the layernorms, is replicated, and so are their gradients: every rank of
-// the group computes them from the same all-reduced values.
-//
-// Sequence parallelism (sp, with tensor parallelism): the residual stream and
-// the layernorms hold BT/t rows per rank (row0() onwards of the flattened
-// tokens). Each all-reduce becomes a reduce-scatter after a row-parallel layer
-// (and the embedding) and an all-gather before a column-parallel one (of the
-// layernorm's output; in backward, of the residual gradient before a
-// row-parallel layer and the encoder): the same bytes. The layernorms'
-// weight gradients then come from a rank's rows only and are all-reduced.
-//
-// A pipeline stage (layout.stage, zero/layout/pipeline_plan.h) runs the same
-// call lists over its own units: the first stage from the embeddings, the
-// last to the loss, each from acts.encoded (its input: the previous stage's
-// output) to its last layer's output. Its forwards and backwards are separate
-// passes, of the micro-batch whose activation slot is selected; the pipeline
-// schedule (zero/pipeline/) moves the boundary tensors between the stages.
+// Tensor parallelism is explicit here: QKV and fc column-parallel, the two
+// projections row-parallel (their partial sums all-reduced, the bias added by
+// the group's rank 0), the embedding and LM head vocabulary-parallel
+// (zero/model/vocab_parallel.h); with sequence parallelism the residual
+// stream holds B*T/t rows per rank (row0() onwards) and the all-reduces split
+// into reduce-scatters and all-gathers (zero/README.md, "Two slicings"). A
+// pipeline stage runs the same call lists over its own units, from
+// acts.encoded (its input) to its last layer's output, a micro-batch at a
+// time in the activation slot selected (zero/README.md, "Pipeline stages").
 #pragma once
 
 #include <cstring>
@@ -113,7 +96,7 @@ struct GPT2 {
         TokenSlot& t = token_slots[next_token_slot];
         next_token_slot ^= 1;
         event_sync(t.copied);  // its previous batch has reached the device
-        check_host("the token upload's staging", {writes(t.host, 2 * acts.maxBT)});
+        check_host("the token slot's copy", {writes(t.host, 2 * acts.maxBT)});
         memcpy(t.host, inputs, BT() * sizeof(int));
         device_copy(acts.inputs(), t.host, BT() * sizeof(int), ctx.stream);
         if (targets) {

@@ -276,7 +276,7 @@ inline void figures678(const Profile& p, std::vector<StudySeries>& f6, std::vect
 
 // One GPU: throughput against model size, with and without optimizer offload (and, past what
 // that holds, parameter offload at stage 3), at the largest micro-batch that fits.
-inline std::vector<StudySeries> one_gpu(const Profile& p, std::vector<std::string>& rows) {
+inline std::vector<StudySeries> one_gpu(const Profile& p, const std::string& runs_csv, std::vector<std::string>& rows) {
     StudySeries plain{"no offload"}, off{"optimizer offload (stage 2)"}, off3{"optimizer + parameter offload (stage 3)"};
     struct M { int L, H, NH; };
     const M models[] = {{12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25}, {64, 2048, 16},
@@ -299,11 +299,16 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, std::vector<std::strin
         };
         rows.push_back(fmt("%.3g B", x) + "|" + cell(a) + "|" + cell(b) + "|" + cell(c));
     }
-    // this project's runs on an H100 (dev/gpu_notes.md, 2026-11-25), and the model at the same settings
-    StudySeries measured{"measured on an H100, 2026-11-25"}, same{"predicted at those settings"};
+    // runs measured on an H100 (profiles/h100_runs.csv: date, GPU, command), and the model at the same settings
+    CsvTable h100_runs = read_csv_table(runs_csv);
+    StudySeries measured{"measured on an H100 (" + h100_runs.text(0, "date") + ")"}, same{"predicted at those settings"};
     struct Run { int L, H, NH, stage, batch, micro_steps; bool offload; double tokens_per_s; };
-    const Run runs[] = {{12, 768, 12, 1, 16, 1, false, 476002}, {48, 1600, 25, 2, 4, 1, false, 35697},
-                        {48, 1600, 25, 2, 4, 16, false, 42218}, {48, 1600, 25, 2, 4, 16, true, 31520}};
+    std::vector<Run> runs;
+    for (size_t i = 0; i < h100_runs.rows.size(); i++) {
+        auto n = [&](const char* c) { return h100_runs.num(i, c); };
+        runs.push_back({(int)n("layers"), (int)n("channels"), (int)n("heads"), (int)n("stage"), (int)n("micro_batch"),
+                        (int)n("micro_steps"), n("offload") != 0, n("tokens_per_s")});
+    }
     for (const Run& m : runs) {
         ClusterRun r;
         r.L = m.L, r.H = m.H, r.NH = m.NH, r.stage = m.stage, r.batch = m.batch, r.offload = m.offload;
@@ -374,7 +379,7 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
         return n ? sum / n : NAN;
     };
     std::vector<std::string> one_rows;
-    std::vector<StudySeries> one = one_gpu(h100, one_rows);  // its last series: measured H100 runs, the model beside
+    std::vector<StudySeries> one = one_gpu(h100, profiles + "/h100_runs.csv", one_rows);  // its last series: measured H100 runs, the model beside
     double h100_ratio = 0;  // the runs without offload, point by point
     for (int i = 0; i < 3; i++) h100_ratio += one[4].y[i] / one[3].y[i] / 3;
     rep.heading("Figure 2: ZeRO against tensor parallelism alone, 400 V100", 3);
@@ -457,6 +462,6 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     rep.heading("One GPU, with and without offload", 3);
     rep.image("one_gpu.png", "one GPU");
     rep.para("One H100 (`h100.json`), T 1024, bf16, the largest micro-batch that fits 80 GB; the last rows set "
-             "this project's measured H100 runs beside the model at the same settings.");
+             "runs measured on an H100 (`h100_runs.csv`) beside the model at the same settings.");
     study_table(rep, {"model", "no offload", "optimizer offload", "optimizer + parameter offload (stage 3)"}, one_rows);
 }
