@@ -54,8 +54,8 @@ CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 HOST_UNITS := $(shell grep -v '^\#' zero/host_units.txt)
 HOST_OBJS := $(patsubst %.cpp,build/host/%.o,$(HOST_UNITS))
 # The charts (zero/base/plot.cpp) draw text with stb_easy_font.h and write PNGs
-# with stb_image_write.h: Debian's libstb-dev, or the two headers copied into
-# .carry/stb (dev/gpu_carry.sh) for a machine without it. Without them
+# with stb_image_write.h: Debian's libstb-dev; a machine without libstb-dev can
+# have the two headers copied into .carry/stb (dev/gpu_carry.sh). Without them
 # everything still builds, and the figures are CSVs only.
 STB_DIR ?= $(firstword $(foreach d,/usr/include/stb .carry/stb,$(if $(wildcard $(d)/stb_image_write.h),$(if $(wildcard $(d)/stb_easy_font.h),$(d)))))
 STB_FLAGS := $(if $(STB_DIR),-DZERO_HAVE_STB -isystem $(STB_DIR))

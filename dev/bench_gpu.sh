@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# GPU measurements in sections, each alone under 8 minutes on an H100, each
-# appending its rows to $OUT/summary.txt. A lent GPU has 15 minutes of device
-# time: run `dev/gpu_preflight.sh` first, then sections in the order `plan` gives.
+# GPU measurements in sections, each alone under 10 minutes on an H100, each
+# appending its rows to $OUT/summary.txt and keeping its logs under $OUT
+# (default out/gpu). Run `dev/gpu_preflight.sh` first, then sections alone or
+# in the groups `plan` prints (dev/bench_gpu_group.sh runs one group).
+# Results measured so far: dev/gpu_notes.md.
 #
-#   bash dev/bench_gpu.sh plan            the order and expected minutes
+#   bash dev/bench_gpu.sh plan            the groups, in order, with minutes
 #   bash dev/bench_gpu.sh SECTION...      run these sections (after the preflight built)
 #
 # Sections:
@@ -32,24 +34,24 @@
 #   throughput the step-time model on this GPU: make reproduce's check part (each
 #             run's operations timed alone into a profile with --calibrate, then its
 #             step predicted and measured) and, from that profile, the paper's figures;
-#             the profile ($OUT/h100.json) is the GPU calibration zero/perf/profiles/h100.json waits for
+#             the profile is copied to $OUT/h100.json (zero/perf/profiles/h100_measured.json
+#             is one)
 #   interop   the hf test with transformers' GPT2LMHeadModel as the logits reference
 #             (ZERO_HF_TRANSFORMERS=1), and make reproduce with the CUDA build
 #   pipeline  the emulated dp x tp x pp grid on one GPU (--pp 2 and 4, 1F1B and
 #             GPipe, ZeRO 1-3, tp, sp) against the CPU build's losses: fp32 within
 #             1e-5, and each grid bit for bit against the GPU's own --pp 1
+#   pack      the logs under $OUT into one archive, $OUT/logs_DATE_TIME.tgz, beside summary.txt
 #
-# The machine reaches nothing outside: carry data/mobydick, data/gpt2_tokenizer.bin
-# and .carry (dev/gpu_carry.sh assembles them).
+# A machine without network access needs data/mobydick, data/gpt2_tokenizer.bin
+# and .carry/ copied beside the repository (dev/gpu_carry.sh assembles them).
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu}
-mkdir -p "$OUT"
+OUT=${OUT:-$PWD/out/gpu}
 SUMMARY=$OUT/summary.txt
-touch "$SUMMARY"
 row() { printf "%-52s %s\n" "$1" "$2" | tee -a "$SUMMARY"; }
 section() { echo; echo "##### $* ($(date +%T))"; }
-need_build() {  # make knows what is stale (a warm machine keeps the last call's objects)
+need_build() {  # make knows what is stale (an earlier build's objects are kept)
     make -j"$(nproc)" train_gpt2_zero train_gpt2_zero_cpu >"$OUT/build.log" 2>&1 ||
         { tail -n 30 "$OUT/build.log"; exit 1; }
 }
@@ -83,31 +85,36 @@ workbench() {
 }
 tokps() { grep -m 1 "average step time" "$OUT/runs/$1.log" 2>/dev/null | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else printf "?" }'; }
-mkdir -p "$OUT/runs"
+# `plan` alone writes nothing
+[ "${*:-plan}" = plan ] || { mkdir -p "$OUT/runs"; touch "$SUMMARY"; }
 
 run_section() {
 case "$1" in
 plan)
     cat <<'PLAN'
-A 15-minute GPU session (device time counts from the first call, start-ups included;
-a cold start took ~30 s on 2026-11-25). Minutes per section as measured on an H100
-(dev/gpu_notes.md): preflight 1.1, tests 3.5, kernels 1.5 (layernorm alone 0.25), llmc 0.6,
-sanitize 7 (racecheck alone ~3), offload ~4 (estimated: 12 d48 runs of ~11 s start-up each, 4 d12), largest 8+, homework 1.5, memory 2.7,
-interop ~6 (make reproduce at most 5), throughput 6.1, pipeline 0.3; peers ~4.5 (not yet
-measured: llm.c's cuDNN build ~1.5, its 2 runs 0.5, ours 0.3, torch.compile ~1 a batch size).
-A call may run 10 minutes: `bash dev/gpu_session.sh N` runs call N's sections
-under one deadline, then `pack`, and prints the summary last; about one and a half
-calls fit a session, so each session takes the first calls not yet run:
-  call 1   dev/bench_gpu.sh offload tests (~8: the delayed update's speed; ctest -L gpu)
-  call 2   dev/bench_gpu.sh peers (~4.5: llm.c with cuDNN, torch.compile)
-  call 3   dev/bench_gpu.sh largest homework
-  call 4   dev/bench_gpu.sh memory sanitize (racecheck only)
-  call 5   dev/bench_gpu.sh pipeline throughput (ran 2026-11-25; again when the model changes)
-  (interop, scale, kernels, llmc: where time is left)
-Start the next call within 30 s of the last one's end: the machine is still
-warm, the build is still there. A cold call starts a bare machine and
-rebuilds (dev/gpu_preflight.sh, inside the call's deadline). End every call with `pack`: the device tool
-brings back at most 8 files. Carry: data/mobydick data/gpt2_tokenizer.bin .carry
+On a machine with an NVIDIA GPU, from the repository's root (a machine without
+network access needs data/mobydick, data/gpt2_tokenizer.bin and .carry/ copied
+beside the repository: dev/gpu_carry.sh assembles them where the network is
+reachable).
+
+First build and check the machine (1.1 minutes on an H100):
+  bash dev/gpu_preflight.sh
+Then run these groups in order. Each takes under 10 minutes on an H100
+(minutes as measured there, dev/gpu_notes.md; ~ where estimated):
+  group 1   bash dev/bench_gpu.sh offload tests          ~4 + 3.5: offload at d48, the delayed
+                                                         update; ctest -L gpu
+  group 2   bash dev/bench_gpu.sh peers                  ~4.5: llm.c with cuDNN (its build ~1.5,
+                                                         its 2 runs 0.5), ours 0.3, torch.compile ~1 a batch size
+  group 3   bash dev/bench_gpu.sh largest                8+: the largest model, 20 steps each way
+  group 4   SANITIZE_TOOLS=racecheck bash dev/bench_gpu.sh memory sanitize
+                                                         2.7 + ~3 (memcheck as well: 7 for sanitize)
+  group 5   bash dev/bench_gpu.sh pipeline throughput    0.3 + 6.1
+  group 6   bash dev/bench_gpu.sh interop kernels        ~6 (make reproduce at most 5) + 1.5
+  group 7   bash dev/bench_gpu.sh homework scale llmc    1.5 + ~3 + 0.6
+`bash dev/bench_gpu_group.sh N` runs group N under one time limit (LIMIT seconds,
+default 560; the preflight first where nothing is built yet), then `pack`, and
+prints the summary: $OUT/summary.txt, each group's logs in $OUT/logs_*.tgz (OUT
+defaults to out/gpu). Run the groups one after another on the same machine: the build stays.
 PLAN
     ;;
 tests)
@@ -221,7 +228,7 @@ d12|llmc)
     grep -m 1 "measured matmul peak" "$OUT/runs/d12_b16_z1.log" | sed 's/^/  /'
     ;;
 peers)
-    # the issue's fair peers: same GPU, same call, same data, batch and sequence
+    # the fair peers: same GPU, same run of the section, same data, batch and sequence
     # length (d12, T 1024, bf16, B 16 and 64, 12 steps each): ours, llm.c built
     # with cuDNN's flash attention, and PyTorch's GPT-2 under torch.compile
     section "peers: d12, T 1024, bf16: ours, llm.c with cuDNN, torch.compile GPT-2"
@@ -416,8 +423,9 @@ throughput)
     section "throughput: the step-time model calibrated and checked on this GPU"
     need_build
     make build/reproduce >"$OUT/reproduce_build.log" 2>&1
-    # under a call's deadline (gpu_session.sh), stop 15 s before it: the runs
-    # checked so far keep their profile (saved after each run) and their lines
+    # under a deadline (DEADLINE, epoch seconds, as dev/bench_gpu_group.sh sets it),
+    # stop 15 s before it: the runs checked so far keep their profile (saved
+    # after each run) and their lines
     left=540
     [ -n "${DEADLINE:-}" ] && left=$((DEADLINE - $(date +%s) - 15))
     timeout "${THROUGHPUT_TIMEOUT:-$left}" build/reproduce --trainer ./train_gpt2_zero --device GPU --parts check \
@@ -458,10 +466,13 @@ pipeline)
         grep -m 1 "pipeline bubble" "$OUT/runs/${name}_gpu.log" | sed 's/^/  /'
     done
     ;;
-pack)  # the device tool brings back at most 8 files: everything but the summary in one archive
-    tar czf /tmp/gpu_logs.tgz -C "$OUT" --exclude=logs.tgz --exclude='checkpoint_*' . 2>/dev/null &&
-        find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name preflight.log -exec rm -rf {} + &&
-        mv /tmp/gpu_logs.tgz "$OUT/logs.tgz"
+pack)  # the logs so far in one archive, one file to copy off the machine; the summary, the
+       # preflight's log and the archives of earlier packs stay beside it
+    tgz=logs_$(date +%Y%m%d_%H%M%S).tgz
+    tmp=$(mktemp)
+    tar czf "$tmp" -C "$OUT" --exclude='logs_*.tgz' --exclude='checkpoint_*' . 2>/dev/null &&
+        find "$OUT" -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name preflight.log ! -name 'logs_*.tgz' -exec rm -rf {} + &&
+        mv "$tmp" "$OUT/$tgz" && chmod 644 "$OUT/$tgz"
     return
     ;;
 *) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest homework interop throughput pipeline pack)" >&2; exit 2 ;;

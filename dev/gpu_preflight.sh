@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# The first command of a GPU session (under 2 minutes on a 16-core H100 machine):
+# The first command on a GPU machine (under 2 minutes on a 16-core H100 machine):
 # the driver and GPU, nvcc, which NCCL and cuBLASLt the build found, the build of
 # the CUDA trainer, the CPU trainer and the kernel workbench, `ldd` of the
-# binaries with nothing "not found", the carried data, then a 3-step GPT-2 124M
-# run. The last line says "preflight: ready" or what is missing.
+# binaries with nothing "not found", the data (`make data`, or copied beside the
+# repository: dev/gpu_carry.sh), then a 3-step GPT-2 124M run. The last line
+# says "preflight: ready" or what is missing.
 #
-#   bash dev/gpu_preflight.sh            (logs under $OUT, else /tmp/gpu)
+#   bash dev/gpu_preflight.sh            (logs under $OUT, default out/gpu)
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/gpu}
+OUT=${OUT:-$PWD/out/gpu}
 mkdir -p "$OUT"
 LOG=$OUT/preflight.log
 : >"$LOG"
@@ -42,7 +43,7 @@ done
 
 say "== data"
 for f in data/mobydick/mobydick_train.bin data/mobydick/mobydick_val.bin data/gpt2_tokenizer.bin; do
-    [ -s "$f" ] && say "$f: $(stat -c %s "$f") bytes" || missing+=("$f (carry it: dev/gpu_carry.sh)")
+    [ -s "$f" ] && say "$f: $(stat -c %s "$f") bytes" || missing+=("$f (make data, or copy it: dev/gpu_carry.sh)")
 done
 
 if [ -x train_gpt2_zero ] && [ -s data/mobydick/mobydick_train.bin ]; then

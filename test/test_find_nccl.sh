@@ -1,6 +1,6 @@
 #!/bin/sh
 # The Makefile finds NCCL where PyTorch's wheel keeps it (CTest: find_nccl, label
-# build). The GPU machines we are lent may have NCCL only inside the Python
+# build). A GPU machine may have NCCL only inside the Python
 # environment (nvidia-nccl-cu13: nvidia/nccl/include/nccl.h and
 # nvidia/nccl/lib/libnccl.so.2, no unversioned .so). This test builds that layout
 # from this machine's NCCL, hides every other NCCL (a CUDA_HOME whose lib64 has
