@@ -180,8 +180,9 @@ FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.cpp,%,$(sort $(wildcard test/fuzz/fu
 FUZZ_CXX ?= clang++
 FUZZ_FLAGS ?= -g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
               -I. -DZERO_CPU -DZERO_FAIL_THROWS
-FUZZ_HOST_OBJS := $(patsubst %.cpp,build/fuzz/host/%.o,zero/base/json.cpp zero/run/deepspeed_config.cpp \
-                  zero/comm/bootstrap.cpp zero/layout/safetensors.cpp)
+FUZZ_HOST_OBJS := $(patsubst %.cpp,build/fuzz/host/%.o,zero/base/json.cpp zero/run/deepspeed_batch.cpp \
+                  zero/run/deepspeed_config.cpp zero/run/deepspeed_keys.cpp zero/comm/bootstrap.cpp \
+                  zero/comm/bootstrap_file.cpp zero/comm/bootstrap_tcp.cpp zero/layout/safetensors.cpp)
 FUZZ_HEADERS := $(shell find zero data kernels test/fuzz -name '*.h')
 FUZZ_SECONDS ?= 60
 

@@ -3,8 +3,10 @@
 # compiler and a plain main() (test/fuzz/replay_main.cpp): whatever once crashed
 # a parser stays fixed, without clang in CI. fail() throws in these builds
 # (ZERO_FAIL_THROWS), so the host units they use are compiled apart.
-add_library(zero_host_fuzz STATIC "${REPO_ROOT}/zero/base/json.cpp" "${REPO_ROOT}/zero/run/deepspeed_config.cpp"
-            "${REPO_ROOT}/zero/comm/bootstrap.cpp" "${REPO_ROOT}/zero/layout/safetensors.cpp")
+add_library(zero_host_fuzz STATIC "${REPO_ROOT}/zero/base/json.cpp" "${REPO_ROOT}/zero/run/deepspeed_batch.cpp"
+            "${REPO_ROOT}/zero/run/deepspeed_config.cpp" "${REPO_ROOT}/zero/run/deepspeed_keys.cpp"
+            "${REPO_ROOT}/zero/comm/bootstrap.cpp" "${REPO_ROOT}/zero/comm/bootstrap_file.cpp"
+            "${REPO_ROOT}/zero/comm/bootstrap_tcp.cpp" "${REPO_ROOT}/zero/layout/safetensors.cpp")
 target_include_directories(zero_host_fuzz PUBLIC "${REPO_ROOT}")
 target_compile_definitions(zero_host_fuzz PUBLIC ZERO_CPU=1 ZERO_FAIL_THROWS=1)
 target_link_libraries(zero_host_fuzz PUBLIC OpenMP::OpenMP_CXX Threads::Threads)

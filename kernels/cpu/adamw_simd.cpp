@@ -1,5 +1,7 @@
 // CpuAdamW (kernels/cpu/adamw_simd.h): the code paths, their run-time
 // dispatch, and the thread pool that runs them.
+// One unit: the pool's chunks call the paths' templates (run_range) directly, so
+// both are instantiated here, once per (grad, param) pair of CpuAdamW::step.
 //
 // The AVX2 and AVX-512 paths are one body (kernels/cpu/adamw_simd_body.inc)
 // templated over an ISA trait: a struct per instruction set below gives the

@@ -1,4 +1,6 @@
-// The CPU GEMM of kernels/cpu/gemm.h.
+// The CPU GEMM of kernels/cpu/gemm.h. One file for one GEMM: the packing writes the
+// layout the micro-kernel reads, in the blocking the driver (Gemm) picks, and the
+// determinism argument below holds only for the three together.
 //
 // Blocking scheme (the classic "packed panels + register-blocked micro-kernel"):
 //

@@ -68,7 +68,10 @@
 //   without a job tag, a rank that looks before rank 0 has removed a previous
 //   run's file cannot tell it is stale.
 //
-// The definitions are in zero/comm/bootstrap.cpp.
+// The definitions are in zero/comm/bootstrap.cpp (the checks, the options,
+// rendezvous()), zero/comm/bootstrap_tcp.cpp (the TCP protocol) and
+// zero/comm/bootstrap_file.cpp (the file protocol); zero/comm/bootstrap_detail.h
+// holds what they share.
 #pragma once
 
 #include <cstdint>

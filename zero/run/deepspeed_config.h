@@ -41,7 +41,7 @@
 // weight_decay: 1e-3, (0.9, 0.999), 1e-8, 0). Without an optimizer section the
 // flags' AdamW settings stay (DeepSpeed then uses the client's optimizer).
 //
-// Every key DeepSpeed documents is known (deepspeed_config.cpp's KNOWN_KEYS):
+// Every key DeepSpeed documents is known (deepspeed_keys.cpp's KNOWN_KEYS):
 // one this trainer has no use for (steps_per_print, zero_optimization.overlap_comm,
 // the bucket sizes, ...) gets a "note:" line on stderr saying why it has no
 // effect; a key DeepSpeed does not know ("stgae") is a one-line error naming the
@@ -83,4 +83,6 @@ long deepspeed_total_batch(int gradient_accumulation_steps, long train_batch_siz
 // not divide is a one-line error quoting the rule.
 void resolve_deepspeed_batch(TrainOptions& o, int world);
 
-// The mapping is implemented in zero/run/deepspeed_config.cpp (compiled once).
+// The mapping is implemented in zero/run/deepspeed_config.cpp, with the table of
+// known keys in zero/run/deepspeed_keys.cpp and the batch rules in
+// zero/run/deepspeed_batch.cpp (compiled once).

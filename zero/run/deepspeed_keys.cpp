@@ -1,0 +1,229 @@
+// Every key DeepSpeed's config documents, with why each has no effect here
+// (zero/run/deepspeed_keys.h), and the nearest known key to a typo. Mostly the
+// table itself, one key per line.
+#include "zero/run/deepspeed_keys.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepspeed_detail {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = (char)tolower((unsigned char)c);
+    return s;
+}
+
+// Every key DeepSpeed's config documents, section by section, with why it has no
+// effect here (nullptr: the mapping reads it, zero/run/deepspeed_config.h). A key
+// outside this table is an error that suggests the nearest known one: a typo
+// ("stgae") must not silently run something else. Sections marked OPAQUE are
+// whole features of DeepSpeed this trainer does not have (logging back-ends,
+// profilers, pipeline parallelism, ...): one note for the section, its members
+// unchecked.
+const char* const OPAQUE = "OPAQUE";
+const char* const BUCKETS = "communication is one collective per unit (a layer) here, so bucket sizes have no effect";
+const KnownKey KNOWN_KEYS[] = {
+    {"train_batch_size", nullptr},
+    {"train_micro_batch_size_per_gpu", nullptr},
+    {"gradient_accumulation_steps", nullptr},
+    {"gradient_clipping", nullptr},
+    {"optimizer", nullptr},
+    {"optimizer.type", nullptr},
+    {"optimizer.params", nullptr},
+    {"optimizer.params.lr", nullptr},
+    {"optimizer.params.betas", nullptr},
+    {"optimizer.params.eps", nullptr},
+    {"optimizer.params.weight_decay", nullptr},
+    {"optimizer.params.adam_w_mode", nullptr},
+    {"optimizer.params.amsgrad", nullptr},
+    {"optimizer.params.torch_adam", "the CPU and GPU AdamW are this trainer's own"},
+    {"optimizer.params.bias_correction", "AdamW here always corrects the moments' bias"},
+    {"optimizer.params.fp32_optimizer_states", "optimizer states are always fp32 here"},
+    {"scheduler", nullptr},
+    {"scheduler.type", nullptr},
+    {"scheduler.params", nullptr},
+    {"scheduler.params.warmup_num_steps", nullptr},
+    {"scheduler.params.warmup_max_lr", nullptr},
+    {"scheduler.params.cos_min_ratio", nullptr},
+    {"scheduler.params.warmup_type", nullptr},
+    {"scheduler.params.total_num_steps", "the run's length comes from -x or the data"},
+    {"scheduler.params.warmup_min_lr", "warmup here starts from lr x 1/warmup steps"},
+    {"scheduler.params.warmup_min_ratio", "warmup here starts from lr x 1/warmup steps"},
+    {"scheduler.params.last_batch_iteration", "a resumed run takes its step from the checkpoint (-y 1)"},
+    {"scheduler.params.cycle_min_lr", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_max_lr", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_first_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_second_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_first_stair_count", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_second_stair_count", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_step_size", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_lr_rate", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_momentum", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_min_mom", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.cycle_max_mom", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.decay_mom_rate", "the OneCycle schedule is not implemented"},
+    {"scheduler.params.lr_range_test_min_lr", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_step_size", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_step_rate", "the LRRangeTest schedule is not implemented"},
+    {"scheduler.params.lr_range_test_staircase", "the LRRangeTest schedule is not implemented"},
+    {"fp16", nullptr},
+    {"fp16.enabled", nullptr},
+    {"fp16.loss_scale", nullptr},
+    {"fp16.initial_scale_power", nullptr},
+    {"fp16.loss_scale_window", nullptr},
+    {"fp16.hysteresis", nullptr},
+    {"fp16.min_loss_scale", nullptr},
+    {"fp16.consecutive_hysteresis", nullptr},
+    {"fp16.auto_cast", "the model is written in the compute dtype; there is nothing to cast"},
+    {"fp16.fp16_master_weights_and_grads", "masters are always fp32 here"},
+    {"bf16", nullptr},
+    {"bf16.enabled", nullptr},
+    {"bf16.immediate_grad_update", "gradients are reduced as backward finishes each unit, always"},
+    {"bf16.check_grad_overflow", "bf16 has fp32's range: overflow is checked for fp16 only"},
+    {"bfloat16", nullptr},
+    {"bfloat16.enabled", nullptr},
+    {"amp", nullptr},
+    {"amp.enabled", nullptr},
+    {"amp.opt_level", "NVIDIA Apex AMP is not used here"},
+    {"zero_optimization", nullptr},
+    {"zero_optimization.stage", nullptr},
+    {"zero_optimization.offload_optimizer", nullptr},
+    {"zero_optimization.offload_optimizer.device", nullptr},
+    {"zero_optimization.offload_optimizer.pin_memory", nullptr},
+    {"zero_optimization.offload_optimizer.nvme_path", "offload goes to cpu only"},
+    {"zero_optimization.offload_optimizer.buffer_count", "cpu offload here double-buffers each unit's slices; buffer_count sizes nvme buffers"},
+    {"zero_optimization.offload_optimizer.pipeline_read", "offload goes to cpu only (these pipeline nvme reads)"},
+    {"zero_optimization.offload_optimizer.pipeline_write", "offload goes to cpu only (these pipeline nvme writes)"},
+    {"zero_optimization.offload_optimizer.fast_init", "offload goes to cpu only (this speeds up nvme initialisation)"},
+    {"zero_optimization.offload_optimizer.ratio", "the CPU updates every slice it holds (no partial offload)"},
+    {"zero_optimization.offload_param", nullptr},
+    {"zero_optimization.offload_param.device", nullptr},
+    {"zero_optimization.offload_param.pin_memory", nullptr},
+    {"zero_optimization.offload_param.nvme_path", "offload goes to cpu only"},
+    {"zero_optimization.offload_param.buffer_count", "a unit's slice is copied up just before its all-gather; buffer_count sizes nvme buffers"},
+    {"zero_optimization.offload_param.buffer_size", "offload goes to cpu only (this sizes nvme buffers)"},
+    {"zero_optimization.offload_param.max_in_cpu", "offload goes to cpu only (this caps nvme's cpu cache)"},
+    {"zero_optimization.cpu_offload", nullptr},
+    {"zero_optimization.cpu_offload_params", "use offload_param.device = cpu"},
+    {"zero_optimization.cpu_offload_use_pin_memory", "host buffers are always pinned here"},
+    {"zero_optimization.allgather_partitions", "stages 1-2 always all-gather the updated slices after the step here"},
+    {"zero_optimization.allgather_bucket_size", BUCKETS},
+    {"zero_optimization.reduce_scatter", "stages 1-3 always reduce-scatter gradients here"},
+    {"zero_optimization.reduce_bucket_size", BUCKETS},
+    {"zero_optimization.overlap_comm", "collectives always run on their own stream here, overlapping compute where the order allows"},
+    {"zero_optimization.contiguous_gradients", "gradients live in one flat buffer here, so they are always contiguous"},
+    {"zero_optimization.sub_group_size", "the optimizer steps one unit (a layer) at a time here"},
+    {"zero_optimization.stage3_prefetch_bucket_size", "stage 3 prefetches exactly the next unit (a layer) here"},
+    {"zero_optimization.stage3_max_live_parameters", "stage 3 holds at most three gathered units (layers) at a time here"},
+    {"zero_optimization.stage3_max_reuse_distance", "stage 3 releases every unit after use and gathers it again for backward here"},
+    {"zero_optimization.stage3_param_persistence_threshold", "every unit is partitioned here, however small"},
+    {"zero_optimization.stage3_model_persistence_threshold", "every unit is partitioned here, however small"},
+    {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.stage3_gather_fp16_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
+    {"zero_optimization.elastic_checkpoint", "checkpoints re-slice to any world size and stage here, always"},
+    {"zero_optimization.load_from_fp32_weights", "resume always loads the fp32 masters"},
+    {"zero_optimization.ignore_unused_parameters", "GPT-2 uses every parameter"},
+    {"zero_optimization.round_robin_gradients", "each rank owns a fixed slice of every unit here"},
+    {"zero_optimization.legacy_stage1", "there is one stage 1 here"},
+    {"zero_optimization.memory_efficient_linear", "the linear layers here keep only their inputs, always"},
+    {"zero_optimization.zero_hpz_partition_size", "ZeRO++'s hierarchical partitioning is not implemented"},
+    {"zero_optimization.zero_quantized_weights", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.zero_quantized_nontrainable_weights", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.zero_quantized_gradients", "ZeRO++'s quantized collectives are not implemented"},
+    {"zero_optimization.mics_shard_size", "MiCS is not implemented: shards span the whole world"},
+    {"zero_optimization.mics_hierarchical_params_gather", "MiCS is not implemented"},
+    {"zero_optimization.use_multi_rank_bucket_allreduce", BUCKETS},
+    {"zero_optimization.pipeline_loading_checkpoint", "there is no pipeline parallelism here"},
+    {"zero_optimization.override_module_apply", "the model is not a torch module"},
+    {"zero_optimization.module_granularity_threshold", "the units are fixed: embeddings, each layer, the final layernorm"},
+    {"zero_optimization.log_trace_cache_warnings", "stage 3's gather order is fixed, not traced"},
+    {"activation_checkpointing", nullptr},
+    {"activation_checkpointing.partition_activations", nullptr},
+    {"activation_checkpointing.cpu_checkpointing", nullptr},
+    {"activation_checkpointing.contiguous_memory_optimization", "saved layer inputs are one buffer here, always"},
+    {"activation_checkpointing.number_checkpoints", "-r 2 keeps every layer's input"},
+    {"activation_checkpointing.synchronize_checkpoint_boundary", "the CPU build runs in order; the GPU build's streams are ordered by events"},
+    {"activation_checkpointing.profile", "each step line prints its time"},
+    {"steps_per_print", "every step prints one line here"},
+    {"wall_clock_breakdown", "every step line prints its time"},
+    {"dump_state", "--estimate 1 prints the run's memory plan"},
+    {"memory_breakdown", "use --mem_report 1 for per-rank memory"},
+    {"prescale_gradients", "gradients are summed across ranks, then scaled once by 1 / tokens per step"},
+    {"gradient_predivide_factor", "gradients are summed across ranks, then scaled once by 1 / tokens per step"},
+    {"communication_data_type", "collectives move the compute dtype here"},
+    {"seq_parallel_communication_data_type", "there is no sequence parallelism here"},
+    {"zero_allow_untested_optimizer", "the optimizer is AdamW, always"},
+    {"zero_force_ds_cpu_optimizer", "optimizer offload always uses this trainer's CPU AdamW"},
+    {"sparse_gradients", "GPT-2's gradients are dense here"},
+    {"disable_allgather", "the stages decide the collectives here"},
+    {"dataloader_drop_last", "the data loader drops a shard's tail that does not fill a batch, always"},
+    {"fp32_allreduce", "collectives move the compute dtype here"},
+    {"load_universal_checkpoint", "checkpoints re-slice to any world size and stage here, always"},
+    {"flops_profiler", OPAQUE},
+    {"tensorboard", OPAQUE},
+    {"wandb", OPAQUE},
+    {"csv_monitor", OPAQUE},
+    {"comet", OPAQUE},
+    {"comms_logger", OPAQUE},
+    {"monitor_config", OPAQUE},
+    {"autotuning", OPAQUE},
+    {"elasticity", OPAQUE},
+    {"compression_training", OPAQUE},
+    {"data_efficiency", OPAQUE},
+    {"curriculum_learning", OPAQUE},
+    {"data_types", OPAQUE},
+    {"pipeline", OPAQUE},
+    {"sparse_attention", OPAQUE},
+    {"aio", OPAQUE},
+    {"nebula", OPAQUE},
+    {"checkpoint", OPAQUE},
+    {"progressive_layer_drop", OPAQUE},
+    {"eigenvalue", OPAQUE},
+    {"quantize_training", OPAQUE},
+    {"weight_quantization", OPAQUE},
+    {"hybrid_engine", OPAQUE},
+    {"torch_autocast", OPAQUE},
+    {"tensor_parallel", OPAQUE},
+    {"compile", OPAQUE},
+    {"timers", OPAQUE},
+};
+
+const KnownKey* known_key(const std::string& path) {
+    for (const KnownKey& k : KNOWN_KEYS)
+        if (path == k.path) return &k;
+    return nullptr;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); j++) row[j] = j;
+    for (size_t i = 1; i <= a.size(); i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); j++) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diag = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// The known key of section `prefix` ("" or "zero_optimization.") nearest to `key`.
+std::string nearest_known_key(const std::string& prefix, const std::string& key) {
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const KnownKey& k : KNOWN_KEYS) {
+        std::string p = k.path;
+        if (p.compare(0, prefix.size(), prefix) != 0 || p.find('.', prefix.size()) != std::string::npos) continue;
+        size_t d = edit_distance(lower(key), p.substr(prefix.size()));
+        if (d < best_d) best_d = d, best = p.substr(prefix.size());
+    }
+    return best;
+}
+
+}  // namespace deepspeed_detail
