@@ -90,10 +90,11 @@ train_gpt2_zero_cpu: $(CPU_OBJS) $(HOST_OBJS)
 	$(CXX) $(CPU_FLAGS) -o $@ $(CPU_OBJS) $(HOST_OBJS) -lpthread
 
 # The reproduction's driver (zero/reproduce/): a host program that runs the
-# trainer and draws the figures.
-build/reproduce: zero/reproduce/reproduce.cpp build/host/zero/base/plot.o build/host/zero/base/json.o
+# trainer, dry-runs the paper's configurations (the trainer's code, built for
+# the CPU: hence the host units) and draws the figures.
+build/reproduce: zero/reproduce/reproduce.cpp $(HOST_OBJS)
 	@mkdir -p $(@D)
-	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< build/host/zero/base/plot.o build/host/zero/base/json.o
+	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< $(HOST_OBJS) -lpthread
 
 -include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d) build/reproduce.d
 

@@ -3,13 +3,14 @@
 // (g++ -DZERO_CPU); only the kernels behind kernels/kernels.h differ.
 //
 // Reading guide (zero/README.md has the design and an index):
-//   train_step()                one optimizer step of one rank, the step between banners
 //   train_rank()                the training loop of one rank: data, resume, validation, checkpoints, reports
+//   zero/run/train_step.h       train_step(): one optimizer step of one rank, top to bottom
 //   main()                      flags, world set-up (NCCL or emulated ranks)
 //   zero/run/rank.h             what a rank is made of: groups, memory, the engine, the model, a pipeline stage
 //   zero/model/gpt2.h           GPT2::forward / backward: the model as explicit call lists, unit by unit
 //   zero/engine/zero_engine.h   what each ZeRO stage does at each unit hook
 //   zero/layout/shard_plan.h    the offset arithmetic behind all of it
+//   zero/run/dry_run.h          the same step recorded instead of run: memory and step time at any scale
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -26,8 +27,8 @@
 #include "zero/comm/comm_emulated.h"
 #include "zero/engine/checkpoint.h"
 #include "zero/engine/loss_scaler.h"
-#include "zero/perf/calibrate.h"
 #include "zero/pipeline/bubble.h"
+#include "zero/run/calibration.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/flags.h"
 #include "zero/run/hf_export.h"
@@ -38,6 +39,7 @@
 #include "zero/run/rank.h"
 #include "zero/run/reports.h"
 #include "zero/run/sample.h"
+#include "zero/run/train_step.h"
 #ifdef ZERO_CUDA
 #include "zero/comm/comm_nccl.h"
 #endif
@@ -56,45 +58,6 @@ inline float learning_rate_at(const TrainOptions& o, int step, int total_steps) 
 // allocates anything (set in main; 0 in the CPU build): the memory report sets
 // the growth since then beside the accountant's reserved bytes.
 static size_t device_used_at_start = 0;
-
-// ----------------------------------------------------------------------------
-// One optimizer step of one rank: the step's micro-batches forward and
-// backward (through the stages in the pipeline schedule's order, with --pp),
-// then the engine's step (norm, clip, AdamW, the new parameters' gathers),
-// then the loss read back. The memory at the three points the reports show.
-
-struct StepOutcome {
-    StepResult result;  // the gradient norm; skipped (fp16 overflow)
-    double loss = 0;    // the step's mean loss over every data-parallel rank
-    PhaseMemory live;   // live bytes after the last forward, the last backward, the step
-};
-
-template <typename T>
-StepOutcome train_step(Rank<T>& r, const std::vector<MicroBatch>& batches, int B, int T_, float lr, float dloss,
-                       const OptimizerConfig& oc, float loss_scale, long tokens_per_step) {
-    StepOutcome out;
-    r.mem.reset_peak();
-    r.groups.start_step();
-    if (r.pipeline) {
-        r.pipeline->train(batches, B, T_, dloss);
-        out.live.forward = r.pipeline->live_after_forward, out.live.backward = r.pipeline->live_after_backward;
-    } else {
-        for (int micro = 0; micro < (int)batches.size(); micro++) {
-            r.model.forward(batches[micro].inputs.data(), batches[micro].targets.data(), B, T_, dloss);
-            r.model.add_losses(micro == 0);
-            out.live.forward = r.mem.live_bytes();
-            r.model.backward(micro);
-            out.live.backward = r.mem.live_bytes();
-        }
-    }
-    out.result = r.zero.step(lr, oc, loss_scale);
-    stream_sync(r.ctx.stream);
-    // the last stage's loss sums over the data group (the other stages add zeros)
-    double sum = r.model.last ? r.groups.data().sum_scalar(r.model.read_loss_sum(true)) : 0.0;
-    out.loss = (r.groups.pipe ? r.groups.pipe->sum_scalar(sum) : sum) / tokens_per_step;
-    out.live.step = r.mem.live_bytes();  // (the loss sums read back and let go: model states only)
-    return out;
-}
 
 // ----------------------------------------------------------------------------
 // One rank's whole run.
@@ -305,17 +268,15 @@ int main(int argc, char** argv) {
     // and measure GPU 0's free memory.
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
-    if (!o.predict.empty()) {  // the step-time model's prediction on a profile, instead of running
+    if (o.dry_run || !o.predict.empty()) {  // the step without computing: memory, and on a profile the time
         print_prediction(o, run, stdout);
         return 0;
     }
     if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
-        MemoryQuery q = run.memory_query(o);
-        const int cores = process_cpu_threads();
         switch (run.dtype) {
-            case DType::F32: calibrate_profile<float>(o.calibrate, q, run.world, cores, device_name(), "fp32", stdout); break;
-            case DType::BF16: calibrate_profile<bf16>(o.calibrate, q, run.world, cores, device_name(), "bf16", stdout); break;
-            case DType::F16: calibrate_profile<f16>(o.calibrate, q, run.world, cores, device_name(), "fp16", stdout); break;
+            case DType::F32: calibrate_profile<float>(o, run, "fp32", stdout); break;
+            case DType::BF16: calibrate_profile<bf16>(o, run, "bf16", stdout); break;
+            case DType::F16: calibrate_profile<f16>(o, run, "fp16", stdout); break;
         }
         return 0;
     }

@@ -1,7 +1,11 @@
 // The kernels the model and the ZeRO engine call, one thin dispatcher each:
 // the CUDA build launches the family in kernels/<family>.cuh on the rank's
 // stream; the CPU build runs the CPU twin in kernels/cpu/<family>.h, which is
-// also the reference every CUDA kernel is tested against.
+// also the reference every CUDA kernel is tested against. Every launch goes
+// through launch(): it names its kind and shape (the step-time model's cost
+// key) and what it reads and writes, so checking mode can check its order
+// (zero/base/stream_check.h) and a dry run record it instead of running it
+// (zero/base/ops.h).
 //
 // Conventions: shapes in the comments, row-major; (BT) means B*T rows. Outputs
 // named d* that say "accumulate" add into what is there (gradients accumulate
@@ -44,36 +48,60 @@ ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 #define ZERO_DISPATCH(cuda_call, cpu_call) cpu_call
 #endif
 
+// kind: the op's name, typed by a compute dtype of dtype_bytes (0: untyped:
+// "matmul_fwd" and 2 -> "matmul_fwd_16"); dims: its shape.
+template <typename Run>
+void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
+            std::initializer_list<Access> acc, Run&& run) {
+    check_on(ctx.stream, kind, acc);
+    if (OpRecorder* r = tl_recorder) {
+        StepOp op;
+        op.kind = std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16");
+        op.lane = stream_lane(ctx.stream), op.dims = dims, op.acc = acc;
+        r->add(op, r->capture ? std::function<void()>(run) : nullptr);
+        if (!r->capture) return;
+    }
+    run();
+}
+
 // out = wte[tokens] + wpe[position]
 template <typename T>
 void encoder_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* tokens /* (B,T) */,
-                     const T* wte /* (Vp,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C) {
-    // (wte: the rows the tokens pick, of which only the first is declared)
-    check_on(ctx.stream, "encoder_forward", {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_),
-                                            reads(wte, (size_t)C), reads(wpe, (size_t)T_ * C)});
-    ZERO_DISPATCH(encoder_forward_cuda(ctx, out, tokens, wte, wpe, B, T_, C),
-                  encoder_forward_cpu(out, tokens, wte, wpe, B, T_, C));
+                     const T* wte /* (Vp,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C, int Vp) {
+    launch(ctx, "encoder_fwd", sizeof(T), {B, T_, C, Vp},
+           {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_), reads(wte, (size_t)Vp * C),
+            reads(wpe, (size_t)T_ * C)},
+           [=] {
+               ZERO_DISPATCH(encoder_forward_cuda(ctx, out, tokens, wte, wpe, B, T_, C),
+                             encoder_forward_cpu(out, tokens, wte, wpe, B, T_, C));
+           });
 }
 
 // dwte, dwpe accumulate. tokens_host is the same batch on the host (the CUDA
 // kernel buckets positions by token there, for a deterministic sum).
 template <typename T>
-void encoder_backward(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout /* (B,T,C) */,
-                      const int* tokens, const int* tokens_host, int B, int T_, int C) {
-    check_on(ctx.stream, "encoder_backward", {writes(dwte, (size_t)C), writes(dwpe, (size_t)T_ * C),
-                                             reads(dout, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_)});
-    ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C),
-                  encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C));
+void encoder_backward(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout /* (B,T,C) */, const int* tokens,
+                      const int* tokens_host, int B, int T_, int C, int Vp) {
+    launch(ctx, "encoder_bwd", sizeof(T), {B, T_, C, Vp},
+           {writes(dwte, (size_t)Vp * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C),
+            reads(tokens, (size_t)B * T_)},
+           [=] {
+               ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C),
+                             encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C));
+           });
     (void)tokens;
 }
 
 template <typename T>
 void layernorm_forward(const KernelCtx& ctx, T* out /* (N,C) */, float* mean, float* rstd /* (N) */,
                        const T* inp /* (N,C) */, const T* weight, const T* bias /* (C) */, int N, int C) {
-    check_on(ctx.stream, "layernorm_forward", {writes(out, (size_t)N * C), writes(mean, (size_t)N), writes(rstd, (size_t)N),
-                                              reads(inp, (size_t)N * C), reads(weight, (size_t)C), reads(bias, (size_t)C)});
-    ZERO_DISPATCH(layernorm_forward_cuda(ctx, out, mean, rstd, inp, weight, bias, N, C),
-                  layernorm_forward_cpu(out, mean, rstd, inp, weight, bias, N, C));
+    launch(ctx, "layernorm_fwd", sizeof(T), {N, C},
+           {writes(out, (size_t)N * C), writes(mean, (size_t)N), writes(rstd, (size_t)N), reads(inp, (size_t)N * C),
+            reads(weight, (size_t)C), reads(bias, (size_t)C)},
+           [=] {
+               ZERO_DISPATCH(layernorm_forward_cuda(ctx, out, mean, rstd, inp, weight, bias, N, C),
+                             layernorm_forward_cpu(out, mean, rstd, inp, weight, bias, N, C));
+           });
 }
 
 // residual = inp1 + inp2; out = layernorm(residual)
@@ -81,44 +109,51 @@ template <typename T>
 void residual_layernorm_forward(const KernelCtx& ctx, T* residual, T* out /* (N,C) */, float* mean,
                                 float* rstd /* (N) */, const T* inp1, const T* inp2 /* (N,C) */, const T* weight,
                                 const T* bias /* (C) */, int N, int C) {
-    check_on(ctx.stream, "residual_layernorm_forward",
-             {writes(residual, (size_t)N * C), writes(out, (size_t)N * C), writes(mean, (size_t)N),
-              writes(rstd, (size_t)N), reads(inp1, (size_t)N * C), reads(inp2, (size_t)N * C), reads(weight, (size_t)C),
-              reads(bias, (size_t)C)});
-    ZERO_DISPATCH(residual_layernorm_forward_cuda(ctx, residual, out, mean, rstd, inp1, inp2, weight, bias, N, C),
-                  residual_layernorm_forward_cpu(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C));
+    launch(
+        ctx, "residual_layernorm_fwd", sizeof(T), {N, C},
+        {writes(residual, (size_t)N * C), writes(out, (size_t)N * C), writes(mean, (size_t)N), writes(rstd, (size_t)N),
+         reads(inp1, (size_t)N * C), reads(inp2, (size_t)N * C), reads(weight, (size_t)C), reads(bias, (size_t)C)},
+        [=] {
+            ZERO_DISPATCH(
+                residual_layernorm_forward_cuda(ctx, residual, out, mean, rstd, inp1, inp2, weight, bias, N, C),
+                residual_layernorm_forward_cpu(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C));
+        });
 }
 
 // out = a + b (a residual connection)
 template <typename T>
 void residual_forward(const KernelCtx& ctx, T* out, const T* a, const T* b, size_t n) {
-    check_on(ctx.stream, "residual_forward", {writes(out, n), reads(a, n), reads(b, n)});
-    ZERO_DISPATCH(residual_forward_cuda(ctx, out, a, b, n), residual_forward_cpu(out, a, b, n));
+    launch(ctx, "residual_fwd", sizeof(T), {(long)n}, {writes(out, n), reads(a, n), reads(b, n)},
+           [=] { ZERO_DISPATCH(residual_forward_cuda(ctx, out, a, b, n), residual_forward_cpu(out, a, b, n)); });
 }
 
 // dinp, dweight, dbias accumulate
 template <typename T>
-void layernorm_backward(const KernelCtx& ctx, T* dinp /* (N,C) */, T* dweight, T* dbias /* (C) */,
-                        const T* dout, const T* inp /* (N,C) */, const T* weight /* (C) */, const float* mean,
+void layernorm_backward(const KernelCtx& ctx, T* dinp /* (N,C) */, T* dweight, T* dbias /* (C) */, const T* dout,
+                        const T* inp /* (N,C) */, const T* weight /* (C) */, const float* mean,
                         const float* rstd /* (N) */, int N, int C) {
-    check_on(ctx.stream, "layernorm_backward",
-             {writes(dinp, (size_t)N * C), writes(dweight, (size_t)C), writes(dbias, (size_t)C), reads(dout, (size_t)N * C),
-              reads(inp, (size_t)N * C), reads(weight, (size_t)C), reads(mean, (size_t)N), reads(rstd, (size_t)N)});
-    ZERO_DISPATCH(layernorm_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C),
-                  layernorm_backward_cpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
+    launch(
+        ctx, "layernorm_bwd", sizeof(T), {N, C},
+        {writes(dinp, (size_t)N * C), writes(dweight, (size_t)C), writes(dbias, (size_t)C), reads(dout, (size_t)N * C),
+         reads(inp, (size_t)N * C), reads(weight, (size_t)C), reads(mean, (size_t)N), reads(rstd, (size_t)N)},
+        [=] {
+            ZERO_DISPATCH(layernorm_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C),
+                          layernorm_backward_cpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
+        });
 }
 
 // out = inp @ weight^T + bias. With gelu_pre != null the GELU is fused:
 // gelu_pre receives the pre-activation and out = gelu(gelu_pre).
 template <typename T>
-void matmul_forward(const KernelCtx& ctx, T* out /* (BT,OC) */, const T* inp /* (BT,C) */,
-                    const T* weight /* (OC,C) */, const T* bias /* (OC) or null */, int BT, int C, int OC,
-                    T* gelu_pre /* (BT,OC) or null */) {
-    check_on(ctx.stream, "matmul_forward",
-             {writes(out, (size_t)BT * OC), writes(gelu_pre, (size_t)BT * OC), reads(inp, (size_t)BT * C),
-              reads(weight, (size_t)OC * C), reads(bias, (size_t)OC)});
-    ZERO_DISPATCH(matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre),
-                  matmul_forward_cpu(out, inp, weight, bias, BT, C, OC, gelu_pre));
+void matmul_forward(const KernelCtx& ctx, T* out /* (BT,OC) */, const T* inp /* (BT,C) */, const T* weight /* (OC,C) */,
+                    const T* bias /* (OC) or null */, int BT, int C, int OC, T* gelu_pre /* (BT,OC) or null */) {
+    launch(ctx, gelu_pre ? "matmul_fwd_gelu" : "matmul_fwd", sizeof(T), {BT, C, OC, bias ? 1 : 0},
+           {writes(out, (size_t)BT * OC), writes(gelu_pre, (size_t)BT * OC), reads(inp, (size_t)BT * C),
+            reads(weight, (size_t)OC * C), reads(bias, (size_t)OC)},
+           [=] {
+               ZERO_DISPATCH(matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre),
+                             matmul_forward_cpu(out, inp, weight, bias, BT, C, OC, gelu_pre));
+           });
 }
 
 // dinp = dout @ weight (overwritten; times gelu'(gelu_pre) when gelu_pre != null,
@@ -128,50 +163,57 @@ template <typename T>
 void matmul_backward(const KernelCtx& ctx, T* dinp /* (BT,C) */, T* dweight /* (OC,C) */, T* dbias /* (OC) */,
                      const T* dout /* (BT,OC) */, const T* inp /* (BT,C) */, const T* weight /* (OC,C) */, int BT,
                      int C, int OC, const T* gelu_pre /* (BT,C) or null */) {
-    check_on(ctx.stream, "matmul_backward",
-             {writes(dinp, (size_t)BT * C), writes(dweight, (size_t)OC * C), writes(dbias, (size_t)OC),
-              reads(dout, (size_t)BT * OC), reads(inp, (size_t)BT * C), reads(weight, (size_t)OC * C),
-              reads(gelu_pre, (size_t)BT * C)});
-    ZERO_DISPATCH(matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre),
-                  matmul_backward_cpu(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre));
+    launch(ctx, gelu_pre ? "matmul_bwd_gelu" : "matmul_bwd", sizeof(T), {BT, C, OC, dbias ? 1 : 0},
+           {writes(dinp, (size_t)BT * C), writes(dweight, (size_t)OC * C), writes(dbias, (size_t)OC),
+            reads(dout, (size_t)BT * OC), reads(inp, (size_t)BT * C), reads(weight, (size_t)OC * C),
+            reads(gelu_pre, (size_t)BT * C)},
+           [=] {
+               ZERO_DISPATCH(matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre),
+                             matmul_backward_cpu(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre));
+           });
 }
 
 template <typename T>
 void gelu_forward(const KernelCtx& ctx, T* out, const T* inp, size_t n) {
-    check_on(ctx.stream, "gelu_forward", {writes(out, n), reads(inp, n)});
-    ZERO_DISPATCH(gelu_forward_cuda(ctx, out, inp, n), gelu_forward_cpu(out, inp, n));
+    launch(ctx, "gelu_fwd", sizeof(T), {(long)n}, {writes(out, n), reads(inp, n)},
+           [=] { ZERO_DISPATCH(gelu_forward_cuda(ctx, out, inp, n), gelu_forward_cpu(out, inp, n)); });
 }
 
 // causal self-attention; lse keeps each row's log-sum-exp for the backward pass
 template <typename T>
 void attention_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, float* lse /* (B,NH,T) */,
                        const T* qkv /* (B,T,3C) */, int B, int T_, int C, int NH) {
-    check_on(ctx.stream, "attention_forward", {writes(out, (size_t)B * T_ * C), writes(lse, (size_t)B * NH * T_),
-                                              reads(qkv, (size_t)B * T_ * 3 * C)});
-    ZERO_DISPATCH(attention_forward_cuda(ctx, out, lse, qkv, B, T_, C, NH),
-                  attention_forward_cpu(out, lse, qkv, B, T_, C, NH));
+    launch(ctx, "attention_fwd", sizeof(T), {B, T_, C, NH},
+           {writes(out, (size_t)B * T_ * C), writes(lse, (size_t)B * NH * T_), reads(qkv, (size_t)B * T_ * 3 * C)},
+           [=] {
+               ZERO_DISPATCH(attention_forward_cuda(ctx, out, lse, qkv, B, T_, C, NH),
+                             attention_forward_cpu(out, lse, qkv, B, T_, C, NH));
+           });
 }
 
 // dqkv overwritten
 template <typename T>
 void attention_backward(const KernelCtx& ctx, T* dqkv /* (B,T,3C) */, const T* dout /* (B,T,C) */,
-                        const T* qkv /* (B,T,3C) */, const T* out /* (B,T,C) */, const float* lse /* (B,NH,T) */,
-                        int B, int T_, int C, int NH) {
-    check_on(ctx.stream, "attention_backward",
-             {writes(dqkv, (size_t)B * T_ * 3 * C), reads(dout, (size_t)B * T_ * C), reads(qkv, (size_t)B * T_ * 3 * C),
-              reads(out, (size_t)B * T_ * C), reads(lse, (size_t)B * NH * T_)});
-    ZERO_DISPATCH(attention_backward_cuda(ctx, dqkv, dout, qkv, out, lse, B, T_, C, NH),
-                  attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T_, C, NH));
+                        const T* qkv /* (B,T,3C) */, const T* out /* (B,T,C) */, const float* lse /* (B,NH,T) */, int B,
+                        int T_, int C, int NH) {
+    launch(ctx, "attention_bwd", sizeof(T), {B, T_, C, NH},
+           {writes(dqkv, (size_t)B * T_ * 3 * C), reads(dout, (size_t)B * T_ * C), reads(qkv, (size_t)B * T_ * 3 * C),
+            reads(out, (size_t)B * T_ * C), reads(lse, (size_t)B * NH * T_)},
+           [=] {
+               ZERO_DISPATCH(attention_backward_cuda(ctx, dqkv, dout, qkv, out, lse, B, T_, C, NH),
+                             attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T_, C, NH));
+           });
 }
 
 // losses = cross-entropy per row; if dloss != 0 the logits become dlogits * dloss
 template <typename T>
 void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* losses /* (BT) */,
                       const int* targets /* (BT) */, int BT, int V, int Vp, float dloss) {
-    check_on(ctx.stream, "fused_classifier", {writes(logits, (size_t)BT * Vp), writes(losses, (size_t)BT),
-                                             reads(targets, (size_t)BT)});
-    ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss),
-                  fused_classifier_cpu(logits, losses, targets, BT, V, Vp, dloss));
+    launch(ctx, "classifier", sizeof(T), {BT, Vp},
+           {writes(logits, (size_t)BT * Vp), writes(losses, (size_t)BT), reads(targets, (size_t)BT)}, [=] {
+               ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss),
+                             fused_classifier_cpu(logits, losses, targets, BT, V, Vp, dloss));
+           });
 }
 
 // --- the vocabulary-parallel embedding and cross-entropy (tensor parallelism) --
@@ -180,13 +222,15 @@ void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* loss
 
 template <typename T>
 void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* tokens /* (B,T) */,
-                           const T* wte_local /* (Vl,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C,
-                           int v0, int Vl, bool add_wpe) {
-    check_on(ctx.stream, "encoder_forward_vocab",
-             {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_), reads(wte_local, (size_t)Vl * C),
-              reads(add_wpe ? wpe : nullptr, (size_t)T_ * C)});
-    ZERO_DISPATCH(encoder_forward_vocab_cuda(ctx, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe),
-                  encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
+                           const T* wte_local /* (Vl,C) */, const T* wpe /* (maxT,C) */, int B, int T_, int C, int v0,
+                           int Vl, bool add_wpe) {
+    launch(ctx, "encoder_fwd_vocab", sizeof(T), {B, T_, C, Vl},
+           {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_), reads(wte_local, (size_t)Vl * C),
+            reads(add_wpe ? wpe : nullptr, (size_t)T_ * C)},
+           [=] {
+               ZERO_DISPATCH(encoder_forward_vocab_cuda(ctx, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe),
+                             encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
+           });
     (void)ctx;
 }
 
@@ -194,22 +238,26 @@ void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int
 // position's; tokens_host is the batch on the host
 template <typename T>
 void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T* dwpe /* (maxT,C) */,
-                            const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0,
-                            int Vl) {
-    check_on(ctx.stream, "encoder_backward_vocab", {writes(dwte_local, (size_t)Vl * C), writes(dwpe, (size_t)T_ * C),
-                                                   reads(dout, (size_t)B * T_ * C)});
-    ZERO_DISPATCH(encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl),
-                  encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl));
+                            const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0, int Vl) {
+    launch(ctx, "encoder_bwd_vocab", sizeof(T), {B, T_, C, Vl},
+           {writes(dwte_local, (size_t)Vl * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C)}, [=] {
+               ZERO_DISPATCH(encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl),
+                             encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl));
+           });
     (void)ctx;
 }
 
 template <typename T>
 void vocab_parallel_local_stats(const KernelCtx& ctx, float* row_max, float* target_logit /* (BT) */,
                                 const T* logits /* (BT,Vl) */, const int* targets, int BT, int Vl, int v0, int V) {
-    check_on(ctx.stream, "vocab_parallel_local_stats", {writes(row_max, (size_t)BT), writes(target_logit, (size_t)BT),
-                                                       reads(logits, (size_t)BT * Vl), reads(targets, (size_t)BT)});
-    ZERO_DISPATCH(vocab_parallel_local_stats_cuda(ctx, row_max, target_logit, logits, targets, BT, Vl, v0, V),
-                  vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
+    launch(ctx, "vocab_local_stats", sizeof(T), {BT, Vl},
+           {writes(row_max, (size_t)BT), writes(target_logit, (size_t)BT), reads(logits, (size_t)BT * Vl),
+            reads(targets, (size_t)BT)},
+           [=] {
+               ZERO_DISPATCH(
+                   vocab_parallel_local_stats_cuda(ctx, row_max, target_logit, logits, targets, BT, Vl, v0, V),
+                   vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
+           });
     (void)ctx;
 }
 
@@ -217,24 +265,30 @@ template <typename T>
 void vocab_parallel_sum_exp(const KernelCtx& ctx, float* global_max, float* sum_exp /* (BT) */,
                             const float* gathered_max /* (t,BT) */, const T* logits /* (BT,Vl) */, int t, int BT,
                             int Vl, int v0, int V) {
-    check_on(ctx.stream, "vocab_parallel_sum_exp", {writes(global_max, (size_t)BT), writes(sum_exp, (size_t)BT),
-                                                   reads(gathered_max, (size_t)t * BT), reads(logits, (size_t)BT * Vl)});
-    ZERO_DISPATCH(vocab_parallel_sum_exp_cuda(ctx, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V),
-                  vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
+    launch(ctx, "vocab_sum_exp", sizeof(T), {BT, Vl, t},
+           {writes(global_max, (size_t)BT), writes(sum_exp, (size_t)BT), reads(gathered_max, (size_t)t * BT),
+            reads(logits, (size_t)BT * Vl)},
+           [=] {
+               ZERO_DISPATCH(
+                   vocab_parallel_sum_exp_cuda(ctx, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V),
+                   vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
+           });
     (void)ctx;
 }
 
 template <typename T>
 void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float* losses, const int* targets,
-                           const float* global_max, const float* sum_exp, const float* target_logit /* (BT) */,
-                           int BT, int Vl, int v0, int V, float dloss) {
-    check_on(ctx.stream, "vocab_parallel_finish",
-             {writes(logits, (size_t)BT * Vl), writes(losses, (size_t)BT), reads(targets, (size_t)BT),
-              reads(global_max, (size_t)BT), reads(sum_exp, (size_t)BT), reads(target_logit, (size_t)BT)});
-    ZERO_DISPATCH(vocab_parallel_finish_cuda(ctx, logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl,
-                                             v0, V, dloss),
-                  vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl, v0,
-                                            V, dloss));
+                           const float* global_max, const float* sum_exp, const float* target_logit /* (BT) */, int BT,
+                           int Vl, int v0, int V, float dloss) {
+    launch(ctx, "vocab_finish", sizeof(T), {BT, Vl},
+           {writes(logits, (size_t)BT * Vl), writes(losses, (size_t)BT), reads(targets, (size_t)BT),
+            reads(global_max, (size_t)BT), reads(sum_exp, (size_t)BT), reads(target_logit, (size_t)BT)},
+           [=] {
+               ZERO_DISPATCH(vocab_parallel_finish_cuda(ctx, logits, losses, targets, global_max, sum_exp, target_logit,
+                                                        BT, Vl, v0, V, dloss),
+                             vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT,
+                                                       Vl, v0, V, dloss));
+           });
     (void)ctx;
 }
 
@@ -242,17 +296,19 @@ void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float*
 template <typename Tg, typename Tp>
 void adamw(const KernelCtx& ctx, float* master, float* m, float* v, const Tg* grad, Tp* param, size_t n,
            const AdamWStep& step, size_t full_offset) {
-    check_on(ctx.stream, "adamw", {writes(master, n), writes(m, n), writes(v, n), reads(grad, n), writes(param, n)});
-    ZERO_DISPATCH(adamw_cuda(ctx, master, m, v, grad, param, n, step, full_offset),
-                  adamw_cpu(master, m, v, grad, param, n, step, full_offset));
+    launch(ctx, "adamw", sizeof(Tg), {(long)n},
+           {writes(master, n), writes(m, n), writes(v, n), reads(grad, n), writes(param, n)}, [=] {
+               ZERO_DISPATCH(adamw_cuda(ctx, master, m, v, grad, param, n, step, full_offset),
+                             adamw_cpu(master, m, v, grad, param, n, step, full_offset));
+           });
 }
 
 // out[0] = sum of squares of x (fp32 partial sums); a non-finite result means
 // the piece holds an inf or NaN. `out` is device memory.
 template <typename T>
 void sumsq(const KernelCtx& ctx, float* out, const T* x, size_t n) {
-    check_on(ctx.stream, "sumsq", {writes(out, 1), reads(x, n)});
-    ZERO_DISPATCH(sumsq_cuda(ctx, out, x, n), *out = (float)sumsq_cpu(x, n));
+    launch(ctx, "sumsq", sizeof(T), {(long)n}, {writes(out, 1), reads(x, n)},
+           [=] { ZERO_DISPATCH(sumsq_cuda(ctx, out, x, n), *out = (float)sumsq_cpu(x, n)); });
 }
 
 // dst = sum over srcs (fp32 accumulation in order); srcs is a host array of device pointers
@@ -266,14 +322,22 @@ void reduce_sum(const KernelCtx& ctx, T* dst, const T* const* srcs, int nsrc, si
 // dst += src (fp32 sum, rounded once), or dst = src when overwrite
 template <typename T>
 void accumulate(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
-    check_on(ctx.stream, "accumulate", {writes(dst, n), reads(src, n)});
-    ZERO_DISPATCH(accumulate_cuda(ctx, dst, src, n, overwrite), accumulate_cpu(dst, src, n, overwrite));
+    launch(ctx, "accumulate", sizeof(T), {(long)n}, {writes(dst, n), reads(src, n)}, [=] {
+        ZERO_DISPATCH(accumulate_cuda(ctx, dst, src, n, overwrite), accumulate_cpu(dst, src, n, overwrite));
+    });
+}
+
+// sums (+)= losses: a step's per-token losses added up over its micro-steps (fp32)
+inline void add_loss_sums(const KernelCtx& ctx, float* sums, const float* losses, size_t n, bool first) {
+    launch(ctx, "loss_sum", 0, {(long)n}, {writes(sums, n), reads(losses, n)}, [=] {
+        ZERO_DISPATCH(accumulate_cuda(ctx, sums, losses, n, first), accumulate_cpu(sums, losses, n, first));
+    });
 }
 
 template <typename Tdst, typename Tsrc>
 void cast(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
-    check_on(ctx.stream, "cast", {writes(dst, n), reads(src, n)});
-    ZERO_DISPATCH(cast_cuda(ctx, dst, src, n), cast_cpu(dst, src, n));
+    launch(ctx, "cast", sizeof(Tdst), {(long)n}, {writes(dst, n), reads(src, n)},
+           [=] { ZERO_DISPATCH(cast_cuda(ctx, dst, src, n), cast_cpu(dst, src, n)); });
 }
 
 // ----------------------------------------------------------------------------
@@ -294,9 +358,10 @@ inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channel
     KernelCtx ctx;
     ctx.stream = stream_create("the compute stream");
 #ifdef ZERO_CUDA
-    cublasCheck(cublasLtCreate(&ctx.lt));
+    if (!dry_recorder()) cublasCheck(cublasLtCreate(&ctx.lt));  // (a dry run launches nothing)
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
-    ctx.lt_workspace = mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
+    ctx.lt_workspace =
+        mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
     ctx.workspace_bytes = own_kernel_workspace_bytes(BT, channels, num_heads);
     ctx.workspace = mem.allocate(ctx.workspace_bytes, MemKind::Scratch, Arena::Device, "kernel_workspace", false);
 #else
@@ -307,7 +372,7 @@ inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channel
 
 inline void destroy_kernel_ctx(KernelCtx& ctx) {
 #ifdef ZERO_CUDA
-    cublasCheck(cublasLtDestroy(ctx.lt));
+    if (ctx.lt) cublasCheck(cublasLtDestroy(ctx.lt));
 #endif
     stream_destroy(ctx.stream);
 }

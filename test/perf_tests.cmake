@@ -1,6 +1,10 @@
-# The step-time model (zero/perf/): its schedule against the trainer's own trace
-# of every collective and host transfer (test_perf_trace.cpp).
+# The dry run (zero/run/dry_run.h): every rank's, against the trainer's own run
+# of the same flags, trace entry by entry and memory to the byte
+# (test_perf_trace.cpp); and at the paper's scale and beyond, against the
+# memory predictor's closed forms (test_dry_run_scale.cpp).
 zero_test(NAME perf_trace SOURCES test_perf_trace.cpp ARGS ${CPU_TRAINER} LABELS cpu perf)
-# Its arithmetic against closed forms: collectives, the layout in time, costs from
-# measured and specification profiles, the step's FLOPs (test_perf_model.cpp).
+zero_test(NAME dry_run_scale SOURCES test_dry_run_scale.cpp LABELS cpu perf)
+# The step-time model's arithmetic against closed forms: collectives, the layout
+# in time, costs from measured and specification profiles, the step's FLOPs,
+# the delayed update's overlap (test_perf_model.cpp).
 zero_test(NAME perf_model SOURCES test_perf_model.cpp LABELS cpu perf)

@@ -196,6 +196,7 @@ void test_full_config() {
            o.offload_param.c_str());
     EXPECT_EQ(o.recompute, 2);
     EXPECT_EQ(o.offload_activations, 1);
+    EXPECT_EQ(o.partition_activations, 0);  // ZeRO-R's Pa, where --tp and -r 2 make it mean something
     EXPECT_EQ(o.max_steps, 7);
     EXPECT(o.warmup_steps == 0 && o.final_lr_frac == 1.0f, "schedule untouched");
     EXPECT_EQ(deepspeed_total_batch(o.grad_accum, o.train_batch_seqs, o.micro_batch, 1024, 2), 4L * 1024 * 2 * 2);
@@ -368,7 +369,7 @@ void test_notes() {
                    o, true);
         if (o.zero_stage != 2 || o.offload_optimizer != "cpu" || o.learning_rate != 0.001f || o.micro_batch != 4 ||
             o.adam_beta1 != 0.7f || o.adam_beta2 != TrainOptions{}.adam_beta2 || o.precision != "" ||
-            o.hysteresis != 3 || o.warmup_steps != 7 || o.final_lr_frac != 0.0f)
+            o.hysteresis != 3 || o.warmup_steps != 7 || o.final_lr_frac != 0.0f || o.partition_activations != 1)
             _exit(3);
     });
     EXPECT(r.status == 0, "notes: status %d, stderr %s", r.status, r.err.c_str());
@@ -383,7 +384,6 @@ void test_notes() {
         "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.buffer_count: ",
         "note: DeepSpeed key zero_optimization.offload_optimizer.pin_memory = false: host buffers are always pinned",
         "note: ignoring DeepSpeed key optimizer.params.torch_adam: ",
-        "note: ignoring DeepSpeed key activation_checkpointing.partition_activations = true (",
         "note: ignoring DeepSpeed key activation_checkpointing.number_checkpoints: ",
         "note: activation_checkpointing: recomputation is chosen with -r",
         "note: DeepSpeed key train_micro_batch_size_per_gpu is \"auto\": keeping this trainer's value\n",

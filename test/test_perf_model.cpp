@@ -20,10 +20,27 @@
 #include <cstdio>
 #include <string>
 
+#include <sstream>
+
 #include "test/test_util.h"
-#include "zero/perf/simulate.h"
+#include "zero/pipeline/schedule.h"
+#include "zero/run/predict_report.h"
 
 static bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::fabs(b) + 1e-15; }
+
+// The trainer's flags' dry run (rank 0's two steady steps), as --predict takes it.
+static StepSchedule schedule_of(const std::string& flags) {
+    std::vector<std::string> words;
+    std::istringstream in("trainer " + flags);
+    for (std::string w; in >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    TrainOptions o;
+    parse_flags((int)argv.size(), argv.data(), o);
+    resolve_batch(o);
+    RunSetup run = make_run_setup(o);
+    return step_schedules(dry_run(o, run), run)[0];
+}
 
 static void collectives() {
     Tier t{1e11, 1e-5};  // 100 GB/s, 10 us a step
@@ -181,22 +198,19 @@ static void costs() {
 }
 
 static void step_flops_and_sums() {
-    MemoryQuery q;
-    q.cfg = gpt2_config_from_descriptor("L=3,H=4,C=64,V=512,T=64");
-    q.dtype_bytes = 4, q.micro_batch = 2, q.seq_len = 32, q.micro_steps = 2;
-    const double L = 3, C = 64, T = 32, Vp = q.cfg.padded_vocab_size, tokens = 2 * 32 * 2;
+    const std::string model = "-e L=3,H=4,C=64,V=512,T=64 -p fp32 -b 2 -t 32 -d 128";
+    const double L = 3, C = 64, T = 32, Vp = padded_vocab(512), tokens = 2 * 32 * 2;
     for (int r : {0, 2}) {
-        q.recompute = r;
-        StepSchedule s = step_schedule(q, 1);
+        StepSchedule s = schedule_of(model + " -r " + std::to_string(r));
         double flops = 0;
-        for (const StepOp& o : s.ops) flops += op_flops(o.kind, o.dims);
+        for (const StepOp& o : s.ops) flops += o.step == 0 ? op_flops(o.kind, o.dims) : 0;
         double per_token = 6 * (12 * L * C * C + Vp * C) + 6 * L * C * T + (r == 2 ? 2 * 12 * L * C * C + 2 * L * C * T : 0);
         EXPECT(near(flops, per_token * tokens), "recompute %d: %.6g FLOP, closed form %.6g", r, flops, per_token * tokens);
     }
     // a synchronous profile: the step is the sum of its ops, the breakdown each kind's share
-    q.recompute = 0, q.world = 2, q.stage = 2;
     Profile p = table_profile(true);
-    StepSchedule s = step_schedule(q, 1);
+    StepSchedule s = schedule_of(model + " -z 2 --ranks 2 -d 256");
+    const MemoryQuery q = s.q;
     double sum = 0, coll = 0;
     for (const StepOp& o : s.ops) {
         if (o.kind == "host_wait") continue;
@@ -205,14 +219,14 @@ static void step_flops_and_sums() {
         else p.kernels["r2"][o.key()] = v;
     }
     for (const StepOp& o : s.ops) {
-        if (o.kind == "host_wait") continue;
+        if (o.kind == "host_wait" || o.step != 1) continue;
         double v = o.collective() ? p.collectives["N2g2"][o.kind + " " + std::to_string(o.bytes)] : p.kernels["r2"][o.key()];
         sum += v;
         if (o.collective() && o.kind != "scalar") coll += v;
     }
     Placement two;
     two.world = 2;
-    StepPrediction pr = predict_step(q, p, two);
+    StepPrediction pr = predict_step({s}, q, p, two);
     EXPECT(near(pr.step_s, sum, 1e-9), "synchronous: %.9g, the sum %.9g", pr.step_s, sum);
     double dp = -1;
     for (const auto& e : pr.exposed)
@@ -277,14 +291,10 @@ static void predictor_without_pa() {
 }
 
 static void delayed_update() {
-    MemoryQuery q;
-    q.cfg = gpt2_config_from_descriptor("L=3,H=4,C=64,V=512,T=64");
-    q.dtype_bytes = 2, q.micro_batch = 2, q.seq_len = 32, q.micro_steps = 2, q.world = 2, q.stage = 2;
-    q.offload_optimizer = true;
+    const std::string run = "-e L=3,H=4,C=64,V=512,T=64 -p bf16 -b 2 -t 32 -d 256 --ranks 2 -z 2 --offload_optimizer cpu";
     for (double adamw_share : {0.5, 2.0})  // the AdamW's time over the kernels'
         for (bool delayed : {false, true}) {
-            q.offload_delay = delayed;
-            StepSchedule s = step_schedule(q, 2);
+            StepSchedule s = schedule_of(run + (delayed ? " --offload_delay_steps 1" : ""));
             std::vector<double> d(s.ops.size(), 0.0);
             double kernels = 0, adamw = 0, ops = 0;  // in step 1
             for (size_t i = 0; i < s.ops.size(); i++)

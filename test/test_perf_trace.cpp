@@ -1,13 +1,18 @@
-// The step-time model and the engine cannot drift apart: for runs across the
-// stages, world sizes, tensor and sequence parallelism, offload and
-// recomputation and pipeline stages, the trainer's own trace of each step (--mem_report 1 writes
-// comm_trace_rank<r>.csv: every collective and host transfer as issued, with
-// its group, bytes and unit) must equal, entry by entry, the collectives and
-// transfers of zero/perf/step_ops.h's schedule for the same flags, which the
-// test derives the way the trainer does (parse_flags, make_run_setup). With
-// --offload_delay_steps W the trainer's first W steps are undelayed (not
-// compared with device accumulation, see below), its step W the model's first
-// delayed step (nothing pending) and later ones its second.
+// The dry run (zero/run/dry_run.h) is the real run with nothing computed: for
+// runs across the stages, world sizes, tensor and sequence parallelism,
+// offload of every kind, the delayed update, recomputation, Pa and pipeline
+// stages, every rank's dry run (in this process) must equal the trainer's own
+// run of the same flags (--mem_report 1 -o DIR):
+//   * its last step's collectives, sends, receives and host transfers, entry
+//     by entry (comm_trace_rank<r>.csv: op, group, bytes, unit);
+//   * its memory after forward, after backward and after the step, kind by
+//     kind and arena by arena, its peak and its reserved bytes, to the byte
+//     (mem_report_rank<r>.csv).
+// The dry run builds its options as the trainer does (parse_flags,
+// resolve_batch, make_run_setup). The test runs in checking mode, so every
+// dry run's list is also replayed with its own edges only (check_op_order,
+// zero/base/ops.h): each collective must wait for the compute that writes its
+// bytes, each upload for the host work that produced it.
 //
 // usage: test_perf_trace <train_gpt2_zero_cpu>
 #include <sstream>
@@ -15,13 +20,11 @@
 #include <vector>
 
 #include "test/trainer_run.h"
-#include "zero/perf/step_ops.h"
-#include "zero/run/run_setup.h"
+#include "zero/run/dry_run.h"
 
 namespace {
 
-// The schedule's traced entries ("op group bytes unit") of step `step` (0 or 1), of the stage of `rank`.
-std::vector<std::string> model_entries(const std::string& flags, int rank, int step = 0) {
+TrainOptions options_of(const std::string& flags) {
     std::vector<std::string> words;
     std::istringstream in("trainer " + flags);
     for (std::string w; in >> w;) words.push_back(w);
@@ -29,13 +32,12 @@ std::vector<std::string> model_entries(const std::string& flags, int rank, int s
     for (std::string& w : words) argv.push_back(&w[0]);
     TrainOptions o;
     parse_flags((int)argv.size(), argv.data(), o);
-    RunSetup run = make_run_setup(o);
-    StepSchedule s = step_schedule(run.memory_query(o, run.grid().stage(rank)), step + 1);
-    std::vector<std::string> out;
-    for (const StepOp& op : s.ops)
-        if (op.step == step && (op.collective() || op.transfer() || op.p2p()))
-            out.push_back(op.kind + " " + op.group + " " + std::to_string(op.bytes) + " " + std::to_string(op.unit));
-    return out;
+    resolve_batch(o);
+    return o;
+}
+
+std::string entry(const TraceEntry& e) {
+    return e.op + " " + e.group + " " + std::to_string(e.bytes) + " " + std::to_string(e.unit);
 }
 
 // The trainer's entries of step `step` of rank `rank`.
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
         {4, "-z 3"},
         {2, "-z 3 -d 384 -r 2 --offload_optimizer cpu --offload_param cpu --offload_activations 1"},
         {2, "-z 3 --tp 2 -r 2"},
+        {2, "-z 3 --tp 2 -r 2 --partition_activations 0"},
         {4, "-z 3 --tp 2 --sp 1 -d 256"},
         {4, "-z 2 --tp 2 -r 2 --offload_activations 1 --offload_optimizer cpu"},
         {4, "-z 1 --tp 4"},
@@ -82,6 +85,7 @@ int main(int argc, char** argv) {
         {2, "-z 1 --offload_optimizer cpu", 1},
         {2, "-z 2 -d 384 --offload_optimizer cpu --offload_grad_accum device", 2},
         {2, "-z 3 -d 384 --offload_optimizer cpu", 1},
+        {2, "-z 2 -p bf16 -d 384 --offload_optimizer cpu --pp 2", 1},
     };
     int compared = 0;
     for (const Case& c : cases) {
@@ -93,32 +97,48 @@ int main(int argc, char** argv) {
         run.out = dir + "/run" + std::to_string(compared);
         run.extra = c.flags + delay + " -n -1";
         RunResult r = run.run();
+        EXPECT(r.status == 0, "%s: the run failed: %s", c.flags.c_str(), r.output.c_str());
         if (r.status != 0) continue;
-        std::string flags = "-e " + std::string(TINY_4_LAYERS) + " -b 2 -t 32 --ranks " + std::to_string(c.ranks) + " " +
-                            c.flags;
+        const std::string flags = "-e " + std::string(TINY_4_LAYERS) + " -b 2 -t 32 --ranks " + std::to_string(c.ranks) +
+                                  " " + c.flags + delay;
+        TrainOptions o = options_of(flags);
+        RunSetup setup = make_run_setup(o);
+        std::vector<int> all;
+        for (int rank = 0; rank < c.ranks; rank++) all.push_back(rank);
+        std::vector<DryRank> dry = dry_run(o, setup, all);
         size_t entries = 0;
-        for (int rank = 0; rank < c.ranks; rank++) {
-            std::vector<std::string> want = model_entries(flags, rank);
-            EXPECT(want.size() > 4, "%s: the model lists %zu entries", flags.c_str(), want.size());
+        for (const DryRank& d : dry) {
+            std::vector<std::string> want;
+            for (const TraceEntry& e : d.trace) want.push_back(entry(e));
+            std::vector<std::string> got = trace_entries(run.out, d.rank, steps);
             entries += want.size();
-            for (int step = 1; step <= steps; step++) {
-                // (with device accumulation a delayed run's first W steps send the
-                // gradients down at the last micro-step, as its delayed steps need, where
-                // an undelayed run sends them during the step: the model has no twin for them)
-                if (c.delay && step <= c.delay && c.flags.find("--offload_grad_accum device") != std::string::npos)
-                    continue;
-                if (c.delay && step > c.delay) want = model_entries(flags + delay, rank, step > c.delay + 1);
-                std::vector<std::string> got = trace_entries(run.out, rank, step);
-                size_t first = 0;
-                while (first < got.size() && first < want.size() && got[first] == want[first]) first++;
-                bool same = got.size() == want.size() && first == got.size();
-                EXPECT(same, "%s, rank %d, step %d: %zu traced, %zu modelled; first difference at entry %zu: "
-                       "traced '%s', modelled '%s'", (flags + delay).c_str(), rank, step, got.size(), want.size(), first,
-                       first < got.size() ? got[first].c_str() : "(none)",
-                       first < want.size() ? want[first].c_str() : "(none)");
+            size_t first = 0;
+            while (first < got.size() && first < want.size() && got[first] == want[first]) first++;
+            EXPECT(got.size() > 4 && got.size() == want.size() && first == got.size(),
+                   "%s, rank %d: %zu traced, %zu in the dry run; first difference at entry %zu: traced '%s', dry '%s'",
+                   flags.c_str(), d.rank, got.size(), want.size(), first, first < got.size() ? got[first].c_str() : "(none)",
+                   first < want.size() ? want[first].c_str() : "(none)");
+            // memory, phase by phase, kind by kind
+            CsvRows m = r.mem_report(d.rank);
+            int rows = 0;
+            for (size_t i = 0; i < m.rows.size(); i++) {
+                if (m.num(i, "step") != steps) continue;
+                const std::string phase = m.text(i, "phase");
+                const Arena arena = m.text(i, "arena") == "device" ? Arena::Device : Arena::Host;
+                const MemCounts& live = phase == "forward" ? d.live.forward : phase == "backward" ? d.live.backward : d.live.step;
+                for (int k = 0; k < NUM_MEM_KINDS; k++)
+                    EXPECT((size_t)m.num(i, mem_kind_name((MemKind)k)) == live.get(arena, (MemKind)k),
+                           "%s, rank %d, after %s, %s %s: the run %.0f bytes, the dry run %zu", flags.c_str(), d.rank,
+                           phase.c_str(), arena_name(arena), mem_kind_name((MemKind)k),
+                           m.num(i, mem_kind_name((MemKind)k)), live.get(arena, (MemKind)k));
+                EXPECT((size_t)m.num(i, "peak") == d.peak[(int)arena] && (size_t)m.num(i, "reserved") == d.reserved.total(arena),
+                       "%s, rank %d, %s: peak %.0f / %zu, reserved %.0f / %zu", flags.c_str(), d.rank, arena_name(arena),
+                       m.num(i, "peak"), d.peak[(int)arena], m.num(i, "reserved"), d.reserved.total(arena));
+                rows++;
             }
+            EXPECT(rows >= 3, "%s, rank %d: %d memory rows of the last step", flags.c_str(), d.rank, rows);
         }
-        printf("%-90s %zu entries per step over the ranks: equal\n", (flags + delay).c_str(), entries);
+        printf("%-100s %zu trace entries over the ranks: equal\n", flags.c_str(), entries);
         compared++;
     }
     EXPECT(compared == (int)(sizeof(cases) / sizeof(cases[0])), "%d of the runs compared", compared);

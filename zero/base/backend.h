@@ -9,11 +9,29 @@
 #include <cstring>
 
 #include "zero/base/common.h"
+#include "zero/base/ops.h"
 #include "zero/base/stream_check.h"
 
 #if defined(__CUDACC__) && !defined(ZERO_CPU)
 #define ZERO_CUDA 1
 #endif
+
+// A copy (src null: a memset) as the recorder sees it (zero/base/ops.h):
+// "zero", "copy" on the device, "to_host" or "to_device" across the arenas, by
+// its bytes; `run` does it. True in a dry run: then nothing moves.
+template <typename Run>
+bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&& run) {
+    OpRecorder* r = tl_recorder;
+    if (!r) return false;
+    StepOp op;
+    const bool from_device = src && r->on_device(src), to_device = r->on_device(dst);
+    op.kind = !src ? "zero" : from_device == to_device ? "copy" : from_device ? "to_host" : "to_device";
+    op.lane = r->capture ? Lane::Compute : lane, op.bytes = bytes, op.dims = {(long)bytes};
+    op.acc = {reads_bytes(src, bytes), writes_bytes((void*)dst, bytes)};
+    const bool replayable = r->capture && r->known(dst) && (!src || r->known(src));  // (a read-back's vector dies)
+    r->add(op, replayable ? std::function<void()>(run) : nullptr);
+    return !r->capture;
+}
 
 #ifdef ZERO_CUDA
 #include <cublasLt.h>
@@ -28,22 +46,49 @@
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
 
-inline Stream stream_create(const char* /*name*/ = "a stream") {
+// A dry run (zero/base/ops.h) makes no CUDA call: its streams are a lane's
+// number, its events a record of the op they follow.
+struct DryEvent {
+    int op = -1;
+};
+inline Lane stream_lane(Stream s) { return dry_recorder() ? (Lane)((uintptr_t)s - 0x10) : Lane::Compute; }
+inline DryEvent* dry_event(Event e) { return reinterpret_cast<DryEvent*>(e); }
+
+inline Stream stream_create(const char* name = "a stream") {
+    if (dry_recorder()) return reinterpret_cast<Stream>((uintptr_t)(0x10 + (int)lane_named(name)));
     Stream s;
     cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return s;
 }
-inline void stream_destroy(Stream s) { cudaCheck(cudaStreamDestroy(s)); }
-inline void stream_sync(Stream s) { cudaCheck(cudaStreamSynchronize(s)); }
+inline void stream_destroy(Stream s) {
+    if (!dry_recorder()) cudaCheck(cudaStreamDestroy(s));
+}
+inline void stream_sync(Stream s) {
+    if (OpRecorder* r = dry_recorder()) return r->host_wait(r->last_on(stream_lane(s)));
+    cudaCheck(cudaStreamSynchronize(s));
+}
 inline Event event_create() {
+    if (dry_recorder()) return reinterpret_cast<Event>(new DryEvent);
     Event e;
     cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
 }
-inline void event_destroy(Event e) { cudaCheck(cudaEventDestroy(e)); }
-inline void event_record(Event e, Stream s) { cudaCheck(cudaEventRecord(e, s)); }
-inline void stream_wait(Stream s, Event e) { cudaCheck(cudaStreamWaitEvent(s, e, 0)); }
-inline void event_sync(Event e) { cudaCheck(cudaEventSynchronize(e)); }
+inline void event_destroy(Event e) {
+    if (dry_recorder()) return delete dry_event(e);
+    cudaCheck(cudaEventDestroy(e));
+}
+inline void event_record(Event e, Stream s) {
+    if (OpRecorder* r = dry_recorder()) return void(dry_event(e)->op = r->last_on(stream_lane(s)));
+    cudaCheck(cudaEventRecord(e, s));
+}
+inline void stream_wait(Stream s, Event e) {
+    if (OpRecorder* r = dry_recorder()) return r->wait(stream_lane(s), dry_event(e)->op);
+    cudaCheck(cudaStreamWaitEvent(s, e, 0));
+}
+inline void event_sync(Event e) {
+    if (OpRecorder* r = dry_recorder()) return r->host_wait(dry_event(e)->op);
+    cudaCheck(cudaEventSynchronize(e));
+}
 
 inline void* device_malloc(size_t bytes) {
     void* p = nullptr;
@@ -52,59 +97,76 @@ inline void* device_malloc(size_t bytes) {
     return p;
 }
 inline void device_free(void* p) { cudaCheck(cudaFree(p)); }
-// page-locked host memory: the only kind the GPU can copy to and from asynchronously
+// page-locked host memory: the only kind the GPU can copy to and from
+// asynchronously (plain memory in a dry run, which copies nothing)
 inline void* host_malloc(size_t bytes) {
+    if (dry_recorder()) return malloc(bytes ? bytes : 1);
     void* p = nullptr;
     cudaError_t err = cudaMallocHost(&p, bytes);
     CHECK(err == cudaSuccess, "cannot pin %.1f MiB of host memory: %s", bytes / 1048576.0, cudaGetErrorString(err));
     return p;
 }
-inline void host_free(void* p) { cudaCheck(cudaFreeHost(p)); }
+inline void host_free(void* p) {
+    if (dry_recorder()) return free(p);
+    cudaCheck(cudaFreeHost(p));
+}
 
 // checking mode is the CPU build's (zero/base/stream_check.h): nothing to check here
 inline int stream_agent(Stream) { return -1; }
 inline void check_on(Stream, const char*, std::initializer_list<Access>) {}
 
-inline void device_zero(void* p, size_t bytes, Stream s) { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); }
+inline void device_zero(void* p, size_t bytes, Stream s) {
+    auto run = [=] { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); };
+    if (!record_copy(nullptr, p, bytes, stream_lane(s), run)) run();
+}
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
-    cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    auto run = [=] { cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); };
+    if (!record_copy(src, dst, bytes, stream_lane(s), run)) run();
 }
 #else
 // The CPU build: a stream is just a name for "in order, now". In checking
 // mode (zero/base/stream_check.h) streams and events are objects that carry
 // the GPU's order for the checker; otherwise they are null and cost nothing.
 struct CpuStream {
-    StreamChecker* owner;
+    StreamChecker* owner;  // checking mode's checker, or null
     int agent;
+    Lane lane;  // a dry run's (zero/base/ops.h)
 };
 using Stream = CpuStream*;
 struct CpuEvent {
     StreamChecker* owner;
     StreamChecker::Clock clock;  // the stream's clock at the last record
+    int op = -1;                 // a dry run: the op it follows
 };
 using Event = CpuEvent*;
 
 // the checker's agent of stream s on this thread's rank, or -1
 inline int stream_agent(Stream s) { return s && tl_checker && s->owner == tl_checker ? s->agent : -1; }
 inline bool checked(Event e) { return e && tl_checker && e->owner == tl_checker; }
+inline Lane stream_lane(Stream s) { return s ? s->lane : Lane::Compute; }
 
 inline Stream stream_create(const char* name = "a stream") {
-    return tl_checker ? new CpuStream{tl_checker, tl_checker->add_agent(name)} : nullptr;
+    if (!tl_checker && !dry_recorder()) return nullptr;
+    return new CpuStream{tl_checker, tl_checker ? tl_checker->add_agent(name) : -1, lane_named(name)};
 }
 inline void stream_destroy(Stream s) { delete s; }
 inline void stream_sync(Stream s) {
     if (stream_agent(s) >= 0) tl_checker->sync_stream(s->agent);
+    if (OpRecorder* r = dry_recorder()) r->host_wait(r->last_on(stream_lane(s)));
 }
-inline Event event_create() { return tl_checker ? new CpuEvent{tl_checker, {}} : nullptr; }
+inline Event event_create() { return tl_checker || dry_recorder() ? new CpuEvent{tl_checker, {}, -1} : nullptr; }
 inline void event_destroy(Event e) { delete e; }
 inline void event_record(Event e, Stream s) {
+    if (e && dry_recorder()) e->op = dry_recorder()->last_on(stream_lane(s));
     if (!checked(e)) return;
     e->clock = stream_agent(s) >= 0 ? tl_checker->record(s->agent) : tl_checker->now();
 }
 inline void stream_wait(Stream s, Event e) {
+    if (e && dry_recorder()) dry_recorder()->wait(stream_lane(s), e->op);
     if (checked(e) && stream_agent(s) >= 0) tl_checker->wait(s->agent, e->clock);
 }
 inline void event_sync(Event e) {
+    if (e && dry_recorder()) dry_recorder()->host_wait(e->op);
     if (checked(e)) tl_checker->sync(e->clock);
 }
 
@@ -127,11 +189,15 @@ inline void check_on(Stream s, const char* what, std::initializer_list<Access> a
 }
 inline void device_zero(void* p, size_t bytes, Stream s) {
     check_on(s, "a memset", {writes_bytes(p, bytes)});
-    memset(p, 0, bytes);
+    auto run = [=] { memset(p, 0, bytes); };
+    if (!record_copy(nullptr, p, bytes, stream_lane(s), run)) run();
 }
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
     check_on(s, "a copy", {reads_bytes(src, bytes), writes_bytes(dst, bytes)});
-    if (dst != src) memcpy(dst, src, bytes);
+    auto run = [=] {
+        if (dst != src) memcpy(dst, src, bytes);
+    };
+    if (!record_copy(src, dst, bytes, stream_lane(s), run)) run();
 }
 #endif
 
@@ -147,10 +213,17 @@ inline size_t device_memory_used() {
 }
 
 // Work of the rank's own thread (or of a host-task worker) on buffers the
-// streams also touch: named with what it reads and writes, for checking mode.
+// streams also touch, over n elements: named with what it reads and writes
+// for checking mode, recorded instead of run in a dry run.
 template <typename Fn>
-void host_work(const char* what, std::initializer_list<Access> acc, Fn&& fn) {
-    check_host(what, acc);
+void host_work(const std::string& kind, long n, std::initializer_list<Access> acc, Fn&& fn) {
+    check_host(kind.c_str(), acc);
+    if (OpRecorder* r = tl_recorder) {
+        StepOp op;
+        op.kind = kind, op.lane = r->host_lane, op.dims = {n}, op.acc = acc;
+        r->add(op, r->capture ? std::function<void()>(fn) : nullptr);
+        if (!r->capture) return;
+    }
     fn();
 }
 

@@ -56,7 +56,7 @@ class MemoryAccountant {
 
     // In the CPU build's checking mode the rank's stream checker lives here:
     // the thread that makes the accountant is the rank's (zero/base/stream_check.h).
-    explicit MemoryAccountant(int rank_) : rank(rank_) {
+    explicit MemoryAccountant(int rank_) : rank(rank_), dry(dry_recorder() != nullptr) {
 #ifndef ZERO_CUDA
         if (checking_mode()) {
             checker = std::make_unique<StreamChecker>(rank);
@@ -76,17 +76,23 @@ class MemoryAccountant {
 
     // Zero-filled (padding must read as zero). `live` says whether the buffer
     // counts as live from the start (parameters and optimizer state do).
+    // In a dry run (zero/base/ops.h) an address that holds nothing.
     void* allocate(size_t bytes, MemKind kind, Arena arena, const std::string& name, bool live) {
         if (bytes == 0) return nullptr;
-        void* p = arena == Arena::Device ? device_malloc(bytes) : host_malloc(bytes);
-        if (arena == Arena::Device) {
+        void* p = nullptr;
+        if (dry_recorder()) {
+            p = dry_recorder()->reserve(bytes, arena == Arena::Device, name);
+        } else if (arena == Arena::Device) {
+            p = device_malloc(bytes);
             device_zero(p, bytes, Stream{});
 #ifdef ZERO_CUDA
             cudaCheck(cudaDeviceSynchronize());  // start-up only
 #endif
         } else {
+            p = host_malloc(bytes);
             memset(p, 0, bytes);
         }
+        if (tl_recorder && !dry) tl_recorder->note(p, bytes, arena == Arena::Device, name);  // a capture
         index[p] = blocks.size();
         blocks.push_back({p, bytes, kind, arena, name, live});
         if (checker) checker->track(p, bytes, name);
@@ -112,7 +118,7 @@ class MemoryAccountant {
         b.live = is_live;
         if (is_live) add_live(b.arena, b.kind, b.bytes);
         else live.at(b.arena, b.kind) -= b.bytes;
-        if (checker && !is_live) StreamChecker::poison(b.ptr, b.bytes);
+        if (checker && !is_live && !dry_recorder()) StreamChecker::poison(b.ptr, b.bytes);
     }
 
     const MemCounts& reserved_bytes() const { return reserved; }
@@ -125,6 +131,7 @@ class MemoryAccountant {
     void release_all() {
         for (Block& b : blocks) {
             if (checker) checker->untrack(b.ptr);
+            if (dry) continue;  // (nothing was allocated)
             if (b.arena == Arena::Device) device_free(b.ptr);
             else host_free(b.ptr);
         }
@@ -140,6 +147,7 @@ class MemoryAccountant {
         peak[(int)a] = std::max(peak[(int)a], live.total(a));
     }
 
+    const bool dry;                          // made in a dry run: its addresses hold nothing
     std::unique_ptr<StreamChecker> checker;  // checking mode only
     StreamChecker* outer_checker = nullptr;  // the thread's checker before this one
     std::vector<Block> blocks;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,28 +125,8 @@ class StreamChecker {
     Clock clock_of(int agent) const { return clocks[agent]; }
     void join_current(const Clock& c) { join(current(), c); }
 
-    // The poison of released memory: every byte 0xFF (NaN in every float type).
-    static void poison(void* p, size_t bytes) {
-        if (p) memset(p, 0xFF, bytes);
-    }
-
-  private:
-    struct Record {
-        size_t lo, hi;  // byte offsets in the region
-        int agent;
-        uint32_t clock;
-        bool write;
-        const char* what;
-    };
-    struct Region {
-        size_t bytes = 0;
-        std::string name;
-        std::vector<Record> records;
-    };
-    std::map<uintptr_t, Region> regions;
-    std::vector<std::string> names;
-    std::vector<Clock> clocks;
-
+    // The clocks themselves (what the calls above are made of; a recorded
+    // list of operations is replayed with them, zero/base/ops.h).
     static uint32_t at(const Clock& c, int a) { return a < (int)c.size() ? c[a] : 0; }
     void join(int agent, const Clock& other) {
         Clock& c = clocks[agent];
@@ -158,7 +139,11 @@ class StreamChecker {
         c[agent]++;
     }
 
-    void check(int agent, const char* what, std::initializer_list<Access> acc) {
+    // An operation of `agent` with accesses `acc` (any range of Access): every
+    // conflicting earlier access must be ordered before it.
+    template <typename Accesses>
+    void check(int agent, const char* what_, const Accesses& acc) {
+        const char* what = seen_names.insert(what_).first->c_str();  // (a record outlives a caller's string)
         for (const Access& a : acc) {
             if (!a.p || !a.bytes || regions.empty()) continue;
             auto it = regions.upper_bound((uintptr_t)a.p);
@@ -189,6 +174,30 @@ class StreamChecker {
             recs.push_back({lo, hi, agent, at(mine, agent), a.write, what});
         }
     }
+
+    // The poison of released memory: every byte 0xFF (NaN in every float type).
+    static void poison(void* p, size_t bytes) {
+        if (p) memset(p, 0xFF, bytes);
+    }
+
+  private:
+    struct Record {
+        size_t lo, hi;  // byte offsets in the region
+        int agent;
+        uint32_t clock;
+        bool write;
+        const char* what;
+    };
+    struct Region {
+        size_t bytes = 0;
+        std::string name;
+        std::vector<Record> records;
+    };
+    std::map<uintptr_t, Region> regions;
+    std::vector<std::string> names;
+    std::set<std::string> seen_names;  // every op's name, kept for the records
+    std::vector<Clock> clocks;
+
 };
 
 // The seams call these; outside checking mode they cost a test of a pointer.

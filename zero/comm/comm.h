@@ -119,11 +119,39 @@ class Comm {
     // so a tensor group's traffic is told apart from a data group's.
     virtual std::unique_ptr<Comm> split(int color, int key) = 0;
 
+    // A dry run's groups (zero/comm/comm_dry.h) record instead of moving bytes.
+    virtual bool dry() const { return false; }
+
   protected:
     // every collective: its bytes sent and received (the stats) and its whole buffer (the trace)
     void counted(CommOp op, uint64_t sent, uint64_t recv, uint64_t payload) {
         stats.add(op, sent, recv);
         if (trace) trace->push_back({comm_op_name(op), group_name, payload, op == CommOp::Scalar ? -1 : unit});
+    }
+    // Each collective's bytes as a ring moves them, each direction per rank:
+    // all-reduce count + (N-2)|this rank's chunk| = 2(N-1)/N count for even
+    // chunks (a reduce-scatter then an all-gather), the other two (N-1)/N of
+    // the whole buffer, a broadcast the buffer once from the root. (The emulated
+    // backend reads exactly these from its peers.)
+    void counted_all_reduce(size_t count, DType dt) {
+        const size_t chunk = count * (rank + 1) / world - count * rank / world;
+        const uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
+        counted(CommOp::AllReduce, moved, moved, count * dtype_size(dt));
+    }
+    void counted_reduce_scatter(size_t recvcount, DType dt) {
+        const uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
+        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * dtype_size(dt));
+    }
+    void counted_all_gather(size_t sendcount, DType dt) {
+        const uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
+        counted(CommOp::AllGather, moved, moved, (uint64_t)world * sendcount * dtype_size(dt));
+    }
+    void counted_broadcast(size_t bytes, int root) {
+        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
+    }
+    void counted_scalar() {
+        const uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
+        counted(CommOp::Scalar, moved, moved, sizeof(double));
     }
     // a send or a receive as it is posted (the trace; its bytes are counted as it completes)
     void traced_p2p(bool send, uint64_t bytes) {

@@ -118,6 +118,7 @@ class EmulatedComm : public Comm {
     const char* backend_name() const override { return "emulated"; }
 
     void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         // reduce-scatter then all-gather, in place, as a ring does: rank r sums
         // chunk r of every peer into its own chunk r, then copies peers' chunks.
         size_t esz = dtype_size(dt);
@@ -134,14 +135,11 @@ class EmulatedComm : public Comm {
             device_copy((char*)buf + klo * esz, (const char*)shared.send[k] + klo * esz, (khi - klo) * esz, s);
         }
         leave(s);
-        // phase 1: I read my chunk from N-1 peers, they read theirs from me;
-        // phase 2: I read every other chunk once, N-1 peers read mine.
-        // Each direction: count + (N-2)*|my chunk| = 2(N-1)/N * count for even chunks.
-        uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * (hi - lo)) * esz;
-        counted(CommOp::AllReduce, moved, moved, count * esz);
+        counted_all_reduce(count, dt);  // phase 1: my chunk from N-1 peers; phase 2: every other chunk once
     }
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         size_t esz = dtype_size(dt);
         check_on(s, "a reduce-scatter", {reads_bytes(send, world * recvcount * esz), writes_bytes(recv, recvcount * esz)});
         enter(send, recv, s, "reduce_scatter");
@@ -149,11 +147,11 @@ class EmulatedComm : public Comm {
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
         reduce(dt, recv, srcs.data(), recvcount, s);
         leave(s);
-        uint64_t moved = (uint64_t)(world - 1) * recvcount * esz;
-        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * esz);
+        counted_reduce_scatter(recvcount, dt);
     }
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         size_t bytes = sendcount * dtype_size(dt);
         check_on(s, "an all-gather", {reads_bytes(send, bytes), writes_bytes(recv, world * bytes)});
         enter(send, recv, s, "all_gather");
@@ -162,31 +160,33 @@ class EmulatedComm : public Comm {
             device_copy((char*)recv + k * bytes, shared.send[k], bytes, s);
         }
         leave(s);
-        uint64_t moved = (uint64_t)(world - 1) * bytes;
-        counted(CommOp::AllGather, moved, moved, (uint64_t)world * bytes);
+        counted_all_gather(sendcount, dt);
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         check_on(s, "a broadcast", {rank == root ? reads_bytes(buf, bytes) : writes_bytes(buf, bytes)});
         enter(buf, buf, s, "broadcast");
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
-        // as a pipelined chain: the root sends the buffer once, every other rank receives it once
-        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
+        counted_broadcast(bytes, root);  // as a pipelined chain
     }
 
     void barrier() override { shared.barrier.wait(rank, "barrier"); }
 
     void send(const void* buf, size_t bytes, int peer, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         check_on(s, "a send", {reads_bytes(buf, bytes)});
         post({true, (void*)buf, bytes, peer, s});
     }
     void recv(void* buf, size_t bytes, int peer, Stream s) override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         check_on(s, "a receive", {writes_bytes(buf, bytes)});
         post({false, buf, bytes, peer, s});
     }
     void group_start() override { grouped = true; }
     void group_end() override {
+        NotRecorded not_the_steps;  // a capture takes the step's own work only
         grouped = false;
         run_point_to_point();
     }
@@ -355,8 +355,7 @@ class EmulatedComm : public Comm {
         double acc = shared.scalar[0];
         for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
         shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
-        counted(CommOp::Scalar, (uint64_t)(world - 1) * sizeof(double), (uint64_t)(world - 1) * sizeof(double),
-                sizeof(double));
+        counted_scalar();
         return acc;
     }
 };

@@ -113,12 +113,7 @@ class NcclComm : public Comm {
             ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
             issued(s, "all_reduce");
         }
-        // ring: reduce-scatter then all-gather; each direction moves the whole
-        // buffer less one chunk per phase. Counted as the emulated backend does:
-        // count + (N-2) * |this rank's chunk| = 2(N-1)/N * count for even chunks.
-        size_t chunk = count * (rank + 1) / world - count * rank / world;
-        uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
-        counted(CommOp::AllReduce, moved, moved, count * dtype_size(dt));
+        counted_all_reduce(count, dt);
     }
 
     void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
@@ -127,8 +122,7 @@ class NcclComm : public Comm {
             ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
             issued(s, "reduce_scatter");
         }
-        uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
-        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * dtype_size(dt));
+        counted_reduce_scatter(recvcount, dt);
     }
 
     void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
@@ -137,8 +131,7 @@ class NcclComm : public Comm {
             ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
             issued(s, "all_gather");
         }
-        uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
-        counted(CommOp::AllGather, moved, moved, (uint64_t)world * sendcount * dtype_size(dt));
+        counted_all_gather(sendcount, dt);
     }
 
     void broadcast(void* buf, size_t bytes, int root, Stream s) override {
@@ -148,7 +141,7 @@ class NcclComm : public Comm {
             issued(s, "broadcast");
         }
         // pipelined chain: the root sends the buffer once, every other rank receives it once
-        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
+        counted_broadcast(bytes, root);
     }
 
     // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
@@ -313,8 +306,7 @@ class NcclComm : public Comm {
         cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
                                   internal));
         wait(internal);
-        uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
-        counted(CommOp::Scalar, moved, moved, sizeof(double));
+        counted_scalar();
         return scalars_host;
     }
 };

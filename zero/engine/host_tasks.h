@@ -12,7 +12,10 @@
 // slow worker would (the delayed parameter update's AdamW, zero_engine.h).
 // In checking mode (zero/base/stream_check.h) a task runs as the worker's
 // agent, ordered after its event and after what the submitter had done; only
-// wait() and drain() order the waiting thread after it, as on the GPU.
+// wait() and drain() order the waiting thread after it, as on the GPU. In a
+// dry run (zero/base/ops.h) every task runs at once, in either build, its
+// work recorded on the worker's lane (the delayed update's on its own) after
+// its event, and a wait is the thread's wait for its last op.
 #pragma once
 
 #include <condition_variable>
@@ -27,10 +30,11 @@
 
 class HostTasks {
   public:
-    explicit HostTasks(bool run_late_ = false) : run_late(run_late_) {
+    explicit HostTasks(bool run_late_ = false) : run_late(run_late_), dry(dry_recorder() != nullptr) {
 #ifndef ZERO_CUDA
         if (tl_checker) worker = tl_checker->add_agent(run_late ? "the delayed-update thread" : "the host-task worker");
 #else
+        if (dry) return;
         // The worker drives the same GPU as the rank that made it (a new thread
         // starts on device 0, whatever the rank's local rank).
         int device = 0;
@@ -43,6 +47,7 @@ class HostTasks {
     }
     ~HostTasks() {
 #ifdef ZERO_CUDA
+        if (dry) return;
         {
             std::lock_guard<std::mutex> lock(mu);
             stopping = true;
@@ -58,6 +63,22 @@ class HostTasks {
     // number, for wait().
     uint64_t submit(Event after, std::function<void()> fn) {
 #ifdef ZERO_CUDA
+        if (tl_recorder && tl_recorder->capture) {  // a capture (calibration): at once, on this thread
+            if (after) event_sync(after);
+            fn();
+            std::lock_guard<std::mutex> lock(mu);
+            completed++;
+            return submitted++;
+        }
+        if (OpRecorder* r = dry_recorder()) {  // a dry run: its ops now, on the worker's lane, after its event
+            r->task_after = after ? dry_event(after)->op : -1;
+            const Lane outer = r->host_lane;
+            r->host_lane = run_late ? Lane::Update : Lane::Worker;
+            fn();
+            r->host_lane = outer, r->task_after = -1;
+            dry_last[submitted] = r->last_on(run_late ? Lane::Update : Lane::Worker);
+            return submitted++;
+        }
         uint64_t id;
         {
             std::lock_guard<std::mutex> lock(mu);
@@ -72,9 +93,10 @@ class HostTasks {
             t.submitter = tl_checker->now();
             if (checked(after)) t.after = after->clock;
         }
+        if (dry_recorder()) t.after_op = after ? after->op : -1;
         late.push_back(std::move(t));
         uint64_t id = submitted++;
-        if (!run_late) run_until(id);
+        if (!run_late || dry_recorder()) run_until(id);
         return id;
 #endif
     }
@@ -82,6 +104,7 @@ class HostTasks {
     // Returns once task `id` (and every task before it) has run.
     void wait(uint64_t id) {
 #ifdef ZERO_CUDA
+        if (dry) return dry_wait(id);
         std::unique_lock<std::mutex> lock(mu);
         done_cv.wait(lock, [&] { return completed > id; });
 #else
@@ -91,6 +114,7 @@ class HostTasks {
             if (it != done_clocks.end()) tl_checker->join_current(it->second);
             done_clocks.erase(done_clocks.begin(), done_clocks.upper_bound(id));
         }
+        if (dry_recorder()) dry_wait(id);
 #endif
     }
 
@@ -100,6 +124,13 @@ class HostTasks {
     }
 
   private:
+    // A dry run: the thread waits for the last op of the last task up to id that recorded one.
+    void dry_wait(uint64_t id) {
+        auto it = dry_last.upper_bound(id);
+        while (it != dry_last.begin() && (--it)->second < 0) {}
+        if (it != dry_last.end() && it->first <= id) dry_recorder()->host_wait(it->second);
+        dry_last.erase(dry_last.begin(), dry_last.upper_bound(id));
+    }
 #ifdef ZERO_CUDA
     struct Task {
         Event after;
@@ -133,6 +164,7 @@ class HostTasks {
     struct Task {
         std::function<void()> fn;
         StreamChecker::Clock submitter, after;  // checking mode: what the task starts after
+        int after_op = -1;                      // a dry run: the op its event follows
     };
     std::deque<Task> late;  // submitted, not yet run
     int worker = -1;        // checking mode: the worker's agent
@@ -148,7 +180,11 @@ class HostTasks {
                 tl_checker->start_task(worker, t.submitter, t.after);
                 tl_agent = worker;
             }
+            OpRecorder* r = dry_recorder();
+            const Lane lane = run_late ? Lane::Update : Lane::Worker, outer_lane = r ? r->host_lane : Lane::Host;
+            if (r) r->host_lane = lane, r->task_after = t.after_op;
             t.fn();
+            if (r) r->host_lane = outer_lane, r->task_after = -1, dry_last[completed] = r->last_on(lane);
             if (check) {
                 tl_agent = outer;
                 done_clocks[completed] = tl_checker->clock_of(worker);
@@ -158,5 +194,7 @@ class HostTasks {
     }
 #endif
     const bool run_late;  // the CPU build: run tasks at wait(), not at submit()
+    const bool dry;       // made during a dry run: no worker thread
+    std::map<uint64_t, int> dry_last;  // a dry run: each task's last op on its lane
     uint64_t submitted = 0, completed = 0;
 };

@@ -22,6 +22,7 @@
 #include "zero/base/memory.h"
 #include "zero/comm/comm.h"
 #include "zero/engine/host_tasks.h"
+#include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
 // Where a rank's fp32 master weights and Adam moments live.
@@ -105,7 +106,7 @@ class HostOptimizer {
           stage(stage_), micro_steps(micro_steps_), delay_steps(policy.delay_steps), plan(plan_), pieces(pieces_),
           norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), key_shift(std::move(key_shift_)),
           master(master_), adam_m(m_), adam_v(v_), mem(mem_), comm(comm_), comm_stream(comm_stream_),
-          cpu_adam(cpu_threads) {
+          cpu_adam(dry_recorder() ? nullptr : std::make_unique<CpuAdamW>(cpu_threads)) {  // (none in a dry run)
         CHECK(policy.params == ParamHome::Device || stage == 3, "internal: parameter offload needs stage 3");
         CHECK(policy.delay_steps == 0 || policy.params == ParamHome::Device,
               "internal: a delayed update needs the parameters on the device");
@@ -184,7 +185,8 @@ class HostOptimizer {
         to_host(landed, reduced, n, u);
         event_record(sum_landed[k], comm_stream);
         sum_task[k] = tasks.submit(sum_landed[k], [=] {
-            host_work("a host add", {writes(sums, n), reads(landed, n)}, [&] { accumulate_cpu(sums, landed, n, false); });
+            host_work(typed_kind<T>("host_add"), (long)n, {writes(sums, n), reads(landed, n)},
+                      [=] { accumulate_cpu(sums, landed, n, false); });
         });
         sum_used[k] = true;
     }
@@ -256,12 +258,7 @@ class HostOptimizer {
         }
         T* out = params_up == ParamsUp::ThroughLanding ? up_landing[k] : host_params + plan.shard_offset[u];
         if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);
-        for (; next_piece < pieces.size() && pieces[next_piece].unit == u; next_piece++) {
-            const ShardPiece& p = pieces[next_piece];
-            const size_t at = p.shard_offset - plan.shard_offset[u];
-            adamw_piece(p, s, oc, g + at, out + at);
-        }
-        if (u + 1 == plan.num_units()) next_piece = 0;
+        adamw_unit(u, s, oc, g, out);
         return params_up == ParamsUp::Gathered ? nullptr : out;
     }
     // After the engine's upload of unit u (on the comm stream): its landing slice may be written again.
@@ -279,8 +276,8 @@ class HostOptimizer {
         const T* grads = host_grads;
         delayed->submit(params_read, [this, s, oc, grads] {
             HostClock clock;
-            for (const ShardPiece& p : pieces)
-                adamw_piece(p, s, oc, grads + p.shard_offset, host_params + p.shard_offset);
+            for (int u = 0; u < plan.num_units(); u++)
+                adamw_unit(u, s, oc, grads + plan.shard_offset[u], host_params + plan.shard_offset[u]);
             delayed_adamw_ms = clock.lap();
         });
         pending = true;
@@ -343,7 +340,7 @@ class HostOptimizer {
     MemoryAccountant& mem;
     Comm& comm;
     const Stream comm_stream;
-    CpuAdamW cpu_adam;
+    std::unique_ptr<CpuAdamW> cpu_adam;
     HostTasks tasks;  // the additions and the norm's sums of squares, as the slices land
 
     T* host_grads = nullptr;        // (shard): the gradient sums on the host (GradsDown != InStep)
@@ -358,7 +355,6 @@ class HostOptimizer {
     T* up_landing[2] = {};          // ThroughLanding: two slices the new parameters go up through
     Event up_read[2] = {};          // each one's last upload has read it
     T* gather_landing = nullptr;    // Gathered: one device slice per parameter slot
-    size_t next_piece = 0;        // update_unit's place in `pieces`
     bool host_grads_live = false;
 
     std::vector<Event> unit_on_host;                       // (units): a unit's final slice is copied down
@@ -384,22 +380,33 @@ class HostOptimizer {
     // The sums of squares of unit u's pieces over their final host gradients
     // (a piece the norm counts on another rank counts 0).
     void sumsq_of_unit(int u) {
-        for (size_t i : norm_pieces_of_unit[u]) {
-            const ShardPiece& p = norm_pieces[i];
-            const T* g = host_grads + p.shard_offset;
-            host_work("a host sum of squares", {reads(g, p.numel)}, [&] {
-                host_norm_partials[i] = norm_counts[i] ? (float)sumsq_cpu(g, p.numel) : 0.0f;
-            });
-        }
+        const T* g = host_grads + plan.shard_offset[u];
+        long n = 0;
+        for (size_t i : norm_pieces_of_unit[u]) n += (long)norm_pieces[i].numel;
+        host_work(typed_kind<T>("host_sumsq"), n, {reads(g, plan.slice_numel(u))}, [=] {
+            for (size_t i : norm_pieces_of_unit[u]) {
+                const ShardPiece& p = norm_pieces[i];
+                host_norm_partials[i] = norm_counts[i] ? (float)sumsq_cpu(host_grads + p.shard_offset, p.numel) : 0.0f;
+            }
+        });
     }
 
-    // The CPU AdamW of one piece, from its host gradients `g`, into master, m,
-    // v and its compute-dtype copy `out`.
-    void adamw_piece(const ShardPiece& p, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
-        s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-        const size_t o = p.shard_offset, n = p.numel;
-        host_work("the CPU AdamW", {reads(g, n), writes(master + o, n), writes(adam_m + o, n), writes(adam_v + o, n),
-                                    writes(out, n)},
-                  [&] { cpu_adam.step(master + o, adam_m + o, adam_v + o, g, out, n, s, p.full_offset + key_shift[p.unit]); });
+    // The CPU AdamW of unit u's pieces, from its host gradient slice `g` into
+    // master, m, v and its compute-dtype slice `out`.
+    void adamw_unit(int u, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
+        const size_t o = plan.shard_offset[u], n = plan.slice_numel(u);
+        long numel = 0;
+        for (const ShardPiece& p : pieces) numel += p.unit == u ? (long)p.numel : 0;
+        host_work(typed_kind<T>("cpu_adamw"), numel,
+                  {reads(g, n), writes(master + o, n), writes(adam_m + o, n), writes(adam_v + o, n), writes(out, n)}, [=] {
+                      AdamWStep st = s;
+                      for (const ShardPiece& p : pieces) {
+                          if (p.unit != u) continue;
+                          st.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+                          const size_t at = p.shard_offset - o;
+                          cpu_adam->step(master + p.shard_offset, adam_m + p.shard_offset, adam_v + p.shard_offset,
+                                         g + at, out + at, p.numel, st, p.full_offset + key_shift[p.unit]);
+                      }
+                  });
     }
 };

@@ -25,7 +25,8 @@
 // ln2, lnf) are kept whole, as all-gathered for the matmul, and a rank writes
 // its rows of them at their place (row tp_rank*BT/tp) before the gather.
 //
-// ZeRO-R's partitioned activation checkpoints (Pa): with tensor parallelism and
+// ZeRO-R's partitioned activation checkpoints (Pa, unless turned off: the
+// baseline ZeRO's paper compares with): with tensor parallelism and
 // recompute 2 (and no sp, whose layer outputs are cut already), a rank keeps
 // only its BT/tp rows of each layer output it saves for backward (on the host
 // with offload_outputs: Pa+cpu); the device holds two whole outputs cycling,
@@ -81,9 +82,10 @@ class Activations {
   public:
     // Sized for micro-batch B and sequence length T_ (the maxima: passes may use fewer).
     Activations(const GPT2Config& cfg_, int B, int T_, int recompute_, bool offload_outputs_, MemoryAccountant& mem_,
-                int tp_ = 1, bool sp_ = false, int tp_rank_ = 0, StageRange stage_ = StageRange{}, int slots_ = 1)
+                int tp_ = 1, bool sp_ = false, int tp_rank_ = 0, StageRange stage_ = StageRange{}, int slots_ = 1,
+                bool partition = true)
         : cfg(cfg_), maxBT((size_t)B * T_), recompute(recompute_), offload_outputs(offload_outputs_), tp(tp_),
-          sp(sp_), partitioned(tp_ > 1 && !sp_ && recompute_ == 2), tp_rank(tp_rank_), Cl(cfg_.channels / tp_),
+          sp(sp_), partitioned(partition && tp_ > 1 && !sp_ && recompute_ == 2), tp_rank(tp_rank_), Cl(cfg_.channels / tp_),
           NHl(cfg_.num_heads / tp_), first(stage_.first), last(stage_.last),
           L(stage_.num_layers < 0 ? cfg_.num_layers : stage_.num_layers), slots(slots_), mem(mem_) {
         CHECK(!sp || maxBT % tp == 0, "internal: sequence parallelism needs B*T divisible by the tensor group");

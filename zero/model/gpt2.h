@@ -59,7 +59,7 @@ struct GPT2 {
 
     // activation_slots: micro-batches whose activations a pipeline stage holds at once
     GPT2(ZeroEngine<T>& z, int max_B, int max_T, int recompute, bool offload_activations, MemoryAccountant& mem,
-         bool sequence_parallel = false, int activation_slots = 1)
+         bool sequence_parallel = false, int activation_slots = 1, bool partition_activations = true)
         : cfg(z.layout.cfg),
           layout(z.layout),
           zero(z),
@@ -69,7 +69,7 @@ struct GPT2 {
           tp_rank(z.tp_rank),
           sp(sequence_parallel),
           acts(cfg, max_B, max_T, recompute, offload_activations, mem, z.layout.tp, sequence_parallel, z.tp_rank,
-               z.layout.stage, activation_slots),
+               z.layout.stage, activation_slots, partition_activations),
           first(z.layout.stage.first),
           last(z.layout.stage.last),
           pipelined(z.layout.pipelined()) {
@@ -267,7 +267,7 @@ struct GPT2 {
             vocab_parallel_embedding(ctx, *tensor, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C,
                                      cfg.padded_vocab_size);  // (B,T,C)
         else
-            encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C);  // (B,T,C)
+            encoder_forward(ctx, acts.encoded, acts.inputs(), emb.wte, emb.wpe, B, T_, C, cfg.padded_vocab_size);  // (B,T,C)
         zero.release_params(layout.embed_unit());
     }
 
@@ -303,7 +303,7 @@ struct GPT2 {
     // running sum of a step's micro-steps), on the device.
     void add_losses(bool first_micro_step) {
         if (first_micro_step) acts.mem.set_live(acts.loss_sums, true);
-        accumulate(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first_micro_step);
+        add_loss_sums(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first_micro_step);
     }
     // The sum of acts.loss_sums (the step's, which it then lets go), or of the
     // last forward's losses, read back.
@@ -359,7 +359,8 @@ struct GPT2 {
                 encoder_backward_vocab(ctx, gemb.wte, gemb.wpe, dres, inputs_host, B, T_, C,
                                        layout.vocab_begin(tp_rank), vocab_local());
             else
-                encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C);
+                encoder_backward(ctx, gemb.wte, gemb.wpe, dres, acts.inputs(), inputs_host, B, T_, C,
+                                 cfg.padded_vocab_size);
             zero.grads_done(layout.embed_unit(), micro_step);
         }
         acts.set_saved_live(false);

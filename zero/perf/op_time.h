@@ -1,5 +1,5 @@
-// How long one operation of the step takes (zero/perf/step_ops.h), on a
-// profile (zero/perf/profile.h) and a placement of the ranks.
+// How long one operation of the step takes (a dry run's, zero/base/ops.h), on
+// a profile (zero/perf/profile.h) and a placement of the ranks.
 //
 // Emulated ranks on a measured profile (the way `--ranks N` runs): a kernel,
 // transfer or host operation takes what the calibration measured for it while
@@ -32,7 +32,8 @@
 
 #include "zero/perf/collectives.h"
 #include "zero/perf/profile.h"
-#include "zero/perf/step_ops.h"
+#include "zero/base/ops.h"
+#include "zero/engine/memory_predictor.h"
 
 // The kind without its dtype suffix: matmul_fwd_f32 -> matmul_fwd.
 inline std::string base_kind(const std::string& kind) {

@@ -1,5 +1,6 @@
-// The step-time model's second half: the schedule's operations (step_ops.h)
-// laid out in time (op_time.h's durations), as the streams run them.
+// The step-time model: a dry run's operations (one schedule per pipeline
+// stage, zero/run/dry_run.h) laid out in time (op_time.h's durations), as
+// the streams run them.
 //
 // Each lane runs its operations one after another; an operation starts once
 // its lane is free, the ops it waits for have ended and the rank's thread has
@@ -25,7 +26,14 @@
 #include <vector>
 
 #include "zero/perf/op_time.h"
-#include "zero/perf/step_ops.h"
+
+// One rank's recorded steps (two: the second is the steady state), standing
+// for its pipeline stage.
+struct StepSchedule {
+    MemoryQuery q;
+    std::vector<StepOp> ops;
+    size_t tokens_per_step = 0;  // over the data-parallel ranks
+};
 
 struct StepPrediction {
     double step_s = 0, tokens_per_s = 0;
@@ -188,15 +196,9 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
     return ends;
 }
 
-// The stages of the run (one schedule without a pipeline), two steps each.
-inline std::vector<StepSchedule> stage_schedules(const MemoryQuery& q) {
-    std::vector<StepSchedule> out;
-    for (int s = 0; s < q.pp(); s++) out.push_back(step_schedule(q.at_stage(s), 2));
-    return out;
-}
-
-inline StepPrediction predict_step(const MemoryQuery& q, const Profile& prof, const Placement& pl) {
-    std::vector<StepSchedule> stages = stage_schedules(q);
+// The step of a run whose stages' schedules are `stages` (q: the run's, any stage's).
+inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, const MemoryQuery& q, const Profile& prof,
+                                   const Placement& pl) {
     std::vector<std::vector<double>> dur;
     StepPrediction p;
     for (const StepSchedule& s : stages) {

@@ -61,7 +61,7 @@ class PipelineStage {
               model.acts.slots, in_flight_peak(slots));
         times.busy.assign(slots.size(), 0.0), times.start = times.end = times.busy;
 #ifdef ZERO_CUDA
-        for (size_t k = 0; k <= 2 * slots.size(); k++) {
+        for (size_t k = 0; k <= 2 * slots.size() && !dry_recorder(); k++) {  // (a dry run times nothing)
             cudaEvent_t e;
             cudaCheck(cudaEventCreate(&e));
             marks.push_back(e);
@@ -158,7 +158,9 @@ class PipelineStage {
     HostClock step_clock;
 #ifdef ZERO_CUDA
     std::vector<cudaEvent_t> marks;  // the step's start, then each slot's start and end, on the compute stream
-    void mark(size_t i) { cudaCheck(cudaEventRecord(marks[i], model.ctx.stream)); }
+    void mark(size_t i) {
+        if (i < marks.size()) cudaCheck(cudaEventRecord(marks[i], model.ctx.stream));
+    }
 #else
     void mark(size_t) {}
 #endif

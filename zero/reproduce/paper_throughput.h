@@ -15,12 +15,13 @@
 #pragma once
 
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "zero/base/csv.h"
 #include "zero/base/plot.h"
-#include "zero/perf/simulate.h"
+#include "zero/run/predict_report.h"
 #include "zero/reproduce/report.h"
 
 struct ClusterRun {
@@ -39,16 +40,36 @@ struct ClusterPoint {
     StepPrediction pred;
 };
 
+// The trainer's flags for a point (`train_gpt2_zero ... --predict PROFILE`
+// would print the same): the paper's GPT-2-like shape, T 1024, fp16.
+inline std::string cluster_flags(const ClusterRun& r, int batch) {
+    const long tokens = (long)batch * 1024 * (r.gpus / r.tp) * r.micro_steps;
+    std::string f = fmt("-e L=%.0f,", r.L) + fmt("H=%.0f,", r.NH) + fmt("C=%.0f,V=50257,T=1024", r.H) +
+                    fmt(" -t 1024 -p fp16 -b %.0f", batch) + fmt(" -z %.0f", r.stage) + fmt(" -r %.0f", r.recompute) +
+                    fmt(" --tp %.0f", r.tp) + fmt(" --ranks %.0f", r.gpus);
+    if (r.micro_steps > 1) f += fmt(" -d %.0f", (double)tokens);
+    if (!r.pa) f += " --partition_activations 0";
+    if (r.pa_cpu) f += " --offload_activations 1";
+    if (r.offload) f += std::string(" --offload_optimizer cpu") + (r.stage == 3 ? " --offload_param cpu" : "") +
+                        (r.micro_steps > 1 ? " --offload_grad_accum device" : "");
+    return f;
+}
+
+// Those flags as the trainer takes them.
+inline TrainOptions cluster_options(const ClusterRun& r, int batch) {
+    std::vector<std::string> words = {"train_gpt2_zero"};
+    std::istringstream in(cluster_flags(r, batch));
+    for (std::string w; in >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    TrainOptions o;
+    parse_flags((int)argv.size(), argv.data(), o);
+    resolve_batch(o);
+    return o;
+}
 inline MemoryQuery cluster_query(const ClusterRun& r, int batch) {
-    MemoryQuery q;
-    q.cfg.num_layers = r.L, q.cfg.channels = r.H, q.cfg.num_heads = r.NH;
-    q.cfg.padded_vocab_size = (int)round_up(50257, 128 * (size_t)r.tp);  // each tensor rank an equal share
-    q.stage = r.stage, q.tp = r.tp, q.world = r.gpus / r.tp;
-    q.dtype_bytes = 2, q.micro_batch = batch, q.seq_len = 1024, q.recompute = r.recompute;
-    q.partition_activations = r.pa, q.offload_activations = r.pa_cpu;
-    q.offload_optimizer = r.offload, q.offload_param = r.offload && r.stage == 3;
-    q.micro_steps = r.micro_steps, q.offload_grad_accum_device = r.offload && r.micro_steps > 1;
-    return q;
+    TrainOptions o = cluster_options(r, batch);
+    return make_run_setup(o).memory_query(o);
 }
 
 // Device bytes the predictor reserves for one rank, and whether that fits the profile's device.
@@ -77,9 +98,8 @@ inline ClusterPoint cluster_point(const Profile& p, const ClusterRun& r) {
         c.batch = 0;
         return c;
     }
-    Placement pl;
-    pl.emulated = false, pl.world = r.gpus;
-    c.pred = predict_step(q, p, pl);
+    TrainOptions o = cluster_options(r, c.batch);
+    c.pred = predict_run(o, make_run_setup(o), p);  // from the trainer's own dry run
     c.tflops = c.pred.tflops_per_device, c.tokens_per_s = c.pred.tokens_per_s;
     return c;
 }

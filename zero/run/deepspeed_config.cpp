@@ -359,9 +359,7 @@ void apply_activation_checkpointing(Section& top, TrainOptions& o) {
     Section ac = top.section("activation_checkpointing");
     if (!ac.present()) return;
     bool flag = false;
-    if (ac.get_bool("partition_activations", flag) && flag)
-        note(ac.notes(), "ignoring DeepSpeed key %s = true (there is no tensor parallelism here to partition over)",
-             ac.name("partition_activations").c_str());
+    if (ac.get_bool("partition_activations", flag)) o.partition_activations = flag ? 1 : 0;  // (with --tp and -r 2)
     bool cpu = false;
     if (ac.get_bool("cpu_checkpointing", cpu)) {
         if (cpu) {

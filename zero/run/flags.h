@@ -103,6 +103,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "update; s*Psi/N more host memory); 0: off"),
         flag(nullptr, "--offload_activations", &O::offload_activations,
              "1: with -r 2, keep each layer's saved input in host memory"),
+        flag(nullptr, "--partition_activations", &O::partition_activations,
+             "1: with --tp t and -r 2 (no --sp), each rank keeps 1/t of each saved layer input (ZeRO-R's Pa); 0: "
+             "whole"),
         flag(nullptr, "--device_memory", &O::device_memory_mib,
              "MiB of device memory to plan for (0: what the GPU has free; the CPU build: its RAM)"),
         flag(nullptr, "--host_memory", &O::host_memory_mib,
@@ -115,12 +118,15 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "with --estimate 1: model states only (parameters, gradients, Adam) of a model of this many parameters "
              "(e.g. 7.5e9) at every stage over --ranks ranks, in the paper's mixed precision unless -p fp32"),
         flag(nullptr, "--calibrate", &O::calibrate,
-             "time every operation of this run's steps on this machine into a measured profile (JSON; created or "
-             "extended), then exit"),
+             "time every operation of this run's step, where the trainer runs it, on this machine into a measured "
+             "profile (JSON; created or extended), then exit"),
         flag(nullptr, "--predict", &O::predict,
              "predict this run's step time, tokens/s and TFLOP/s on a profile (zero/perf/profiles/*.json, or one "
-             "--calibrate wrote), then exit"),
+             "--calibrate wrote) from its dry run, then exit"),
         flag(nullptr, "--nodes", &O::nodes, "with --predict on a cluster profile: nodes (world = nodes x devices per node)"),
+        flag(nullptr, "--dry_run", &O::dry_run,
+             "1: run one rank per pipeline stage without computing anything: each one's memory after forward, "
+             "backward and the step, and at its peak, at any scale, then exit (with --predict: and the step's time)"),
         flag(nullptr, "--consolidate", &O::consolidate,
              "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
         flag(nullptr, "--from_hf", &O::from_hf,

@@ -10,27 +10,36 @@
 //   tied    a pipeline's first and last stage: the tied embeddings, or none
 //
 // Every rank splits in the same order (the emulated backend and NCCL need
-// that). Each group counts its own bytes, and all of them write one trace
-// of the rank's step (--mem_report 1 -o DIR).
+// that); a dry run's rank, alone, is given its place in each group instead
+// (zero/comm/comm_dry.h). Each group counts its own bytes, and all of them
+// write one trace of the rank's step (--mem_report 1 -o DIR).
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "zero/comm/comm.h"
+#include "zero/comm/comm_dry.h"
 #include "zero/layout/pipeline_plan.h"
 
 struct Groups {
     Groups(Comm& world_, const Grid3& grid) : world(world_) {
         const int rank = world.rank, stage = grid.stage(rank), P = grid.pp, tp = grid.tp;
-        if (tp > 1) tensor = world.split(rank / tp, grid.tp_rank(rank));
-        if (tp > 1 || P > 1) data_group = world.split(stage * tp + grid.tp_rank(rank), grid.dp_rank(rank));
-        if (P > 1) {
-            const int line = grid.dp_rank(rank) * tp + grid.tp_rank(rank);  // the same (dp, tp) on every stage
-            const bool end = stage == 0 || stage == P - 1;
-            pipe = world.split(line, stage);
-            tied = world.split(end ? line : world.world + rank, stage);
-            if (!end) tied.reset();
+        const bool end = stage == 0 || stage == P - 1;  // a pipeline's first or last stage
+        if (world.dry()) {
+            if (tp > 1) tensor = std::make_unique<DryComm>(grid.tp_rank(rank), tp);
+            if (tp > 1 || P > 1) data_group = std::make_unique<DryComm>(grid.dp_rank(rank), grid.dp);
+            if (P > 1) pipe = std::make_unique<DryComm>(stage, P);
+            if (P > 1 && end) tied = std::make_unique<DryComm>(stage == 0 ? 0 : 1, 2);
+        } else {
+            if (tp > 1) tensor = world.split(rank / tp, grid.tp_rank(rank));
+            if (tp > 1 || P > 1) data_group = world.split(stage * tp + grid.tp_rank(rank), grid.dp_rank(rank));
+            if (P > 1) {
+                const int line = grid.dp_rank(rank) * tp + grid.tp_rank(rank);  // the same (dp, tp) on every stage
+                pipe = world.split(line, stage);
+                tied = world.split(end ? line : world.world + rank, stage);
+                if (!end) tied.reset();
+            }
         }
         data().group_name = "data";
         if (tensor) tensor->group_name = "tensor";

@@ -49,6 +49,7 @@ struct TrainOptions {
     std::string offload_grad_accum = "host";  // host | device: where offloaded stages 2-3 add up micro-steps
     int offload_delay_steps = 0;  // W > 0: after W steps the CPU AdamW of each step overlaps the next (DPU)
     int offload_activations = 0;
+    int partition_activations = 1;  // ZeRO-R's Pa with --tp and -r 2: a rank keeps 1/t of each saved layer input
     double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
     double host_memory_mib = 0;    // with device_memory_mib: the planned machine's host memory (0: this machine's)
     int mem_report = 0;
@@ -57,6 +58,7 @@ struct TrainOptions {
     // the step-time model (zero/perf/): time this run's operations into a profile; predict a step on one
     std::string calibrate;  // a measured profile to time this run's operations into, then exit
     std::string predict;    // a profile (zero/perf/profiles/) to predict this run's step on, then exit
+    int dry_run = 0;        // 1: run the step without computing (zero/run/dry_run.h): memory by phase, then exit
     int nodes = 1;          // --predict on a cluster profile: nodes (the world is nodes x devices per node)
     std::string consolidate;  // checkpoint to turn into one model file, then exit
     std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)

@@ -1,16 +1,21 @@
-// --predict PROFILE: the step-time model's answer for the run the flags
-// describe, without running it. On a measured profile (what --calibrate
-// wrote) the ranks are this build's emulated ones (--ranks); on a cluster
-// profile each rank has a device, --nodes nodes of them, tensor groups of
-// adjacent ranks inside a node as far as they fit. Where the run does not fit
-// the profile's device, the configurations that would (zero/run/fit_check.h)
+// --dry_run 1 and --predict PROFILE: the run the flags describe, without
+// running it. A dry run (zero/run/dry_run.h) of the rank that stands for each
+// pipeline stage gives its memory by phase, exact, beside the memory
+// predictor's closed forms (which must agree); with a profile, the step-time
+// model lays its operations out in time. On a measured profile (what
+// --calibrate wrote) the ranks are this build's emulated ones (--ranks); on a
+// cluster profile each rank has a device, --nodes nodes of them, tensor groups
+// of adjacent ranks inside a node as far as they fit. Where the run does not
+// fit the profile's device, the configurations that would (zero/run/fit_check.h)
 // are ranked by predicted speed.
 #pragma once
 
 #include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "zero/perf/simulate.h"
+#include "zero/run/dry_run.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/run_setup.h"
 
@@ -23,6 +28,40 @@ inline void prepare_prediction(TrainOptions& o) {
     CHECK(o.ranks == 1, "--ranks emulates ranks in this process; on a cluster profile the world is --nodes x %d",
           p.devices_per_node);
     o.ranks = o.nodes * p.devices_per_node;
+}
+
+// The step-time model's schedules of a dry run, one per stage.
+inline std::vector<StepSchedule> step_schedules(const std::vector<DryRank>& dry, const RunSetup& run) {
+    std::vector<StepSchedule> out;
+    for (const DryRank& d : dry)
+        out.push_back({d.q, d.ops, (size_t)d.q.micro_batch * d.q.seq_len * run.dp * run.micro_steps});
+    return out;
+}
+
+// A run's step on a profile, from its dry run.
+inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p) {
+    Placement pl;
+    pl.emulated = p.measured, pl.world = run.world;
+    return predict_step(step_schedules(dry_run(o, run), run), run.memory_query(o), p, pl);
+}
+
+// Each stage's rank: its memory by phase and its peak, the predictor's beside (MiB).
+inline void print_dry_memory(const std::vector<DryRank>& dry, int stages, FILE* out) {
+    const double MiB = 1048576.0;
+    for (const DryRank& d : dry) {
+        MemoryPrediction pred = predict_memory(d.q, SHARD_ALIGN);
+        for (int a = 0; a < NUM_ARENAS; a++) {
+            const Arena arena = (Arena)a;
+            if (d.reserved.total(arena) == 0) continue;
+            fprintf(out, "  rank %d%s %-6s | after fwd %10.2f MiB (pred %10.2f) | after bwd %10.2f (pred %10.2f) | "
+                         "after step %10.2f (pred %10.2f) | peak %10.2f | reserved %10.2f (pred %10.2f)\n",
+                    d.rank, stages > 1 ? (" (stage " + std::to_string(d.stage) + ")").c_str() : "", arena_name(arena),
+                    d.live.forward.total(arena) / MiB, pred.after_forward.total(arena) / MiB,
+                    d.live.backward.total(arena) / MiB, pred.after_backward.total(arena) / MiB,
+                    d.live.step.total(arena) / MiB, pred.after_step.total(arena) / MiB, d.peak[a] / MiB,
+                    d.reserved.total(arena) / MiB, pred.reserved.total(arena) / MiB);
+        }
+    }
 }
 
 inline void print_step_prediction(const StepPrediction& s, const MemoryQuery& q, FILE* out) {
@@ -39,29 +78,62 @@ inline void print_step_prediction(const StepPrediction& s, const MemoryQuery& q,
                      "(zero/perf/op_time.h)\n", s.interpolated, s.ops);
 }
 
+// The options o with a fit check's suggested flags applied ("-z 3 -b 2 (x4
+// micro-steps)"), keeping the tokens per step.
+inline TrainOptions with_flags(const TrainOptions& o, const RunSetup& run, const std::string& flags) {
+    TrainOptions a = o;
+    a.total_batch = (long)o.micro_batch * o.seq_len * run.dp * run.micro_steps;
+    std::string plain;
+    for (size_t i = 0; i < flags.size(); i++) {
+        if (flags[i] == '(') i = flags.find(')', i);
+        else plain += flags[i];
+    }
+    std::vector<std::string> words = {"prog"};
+    std::istringstream in(plain);
+    for (std::string w; in >> w;) words.push_back(w);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    parse_flags((int)argv.size(), argv.data(), a);
+    return a;
+}
+
 inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* out) {
     const double GiB = 1073741824.0;
+    HostClock clock;
+    std::vector<DryRank> dry = dry_run(o, run);
+    const double dry_s = clock.seconds();
+    MemoryQuery q = run.memory_query(o);
+    size_t ops = 0;
+    for (const DryRank& d : dry) ops += d.ops.size() / 2;
+    fprintf(out, "dry run of %zu rank(s) standing for %d (one per pipeline stage; %zu operations a step, %.2f s): "
+                 "%d rank(s) = %d data-parallel x %d tensor-parallel x %d pipeline stage(s), B %d, T %d, %d "
+                 "micro-step(s), stage %d\n",
+            dry.size(), run.world, ops, dry_s, run.world, run.dp, run.tp, run.pp, o.micro_batch, o.seq_len,
+            run.micro_steps, o.zero_stage);
+    print_dry_memory(dry, run.pp, out);
+    if (o.predict.empty()) return;
     Profile p = load_profile(o.predict);
     Placement pl;
     pl.emulated = p.measured, pl.world = run.world;
-    MemoryQuery q = run.memory_query(o);
-    fprintf(out, "predicted on %s (%s; %s): %d rank(s) = %d data-parallel x %d tensor-parallel%s, B %d, T %d, "
-                 "%d micro-step(s), stage %d\n", o.predict.c_str(), p.device.c_str(),
+    fprintf(out, "predicted on %s (%s; %s)%s\n", o.predict.c_str(), p.device.c_str(),
             p.measured ? "measured here, emulated ranks sharing it"
                        : ("from specifications, kernel efficiencies of " + p.efficiency_from).c_str(),
-            pl.world, q.world, q.tp, p.measured ? "" : (", " + std::to_string(o.nodes) + " node(s)").c_str(),
-            q.micro_batch, q.seq_len, q.micro_steps, q.stage);
+            p.measured ? "" : (", " + std::to_string(o.nodes) + " node(s)").c_str());
     double dev, host;
     rank_need(q, dev, host);
     bool fits = p.measured || p.memory_gib <= 0 || dev <= p.memory_gib * GiB;
     if (!p.measured)
         fprintf(out, "  memory per rank: %.2f GiB of the device's %.0f GiB: %s\n", dev / GiB, p.memory_gib,
                 fits ? "fits" : "does NOT fit");
-    if (fits) print_step_prediction(predict_step(q, p, pl), q, out);
+    if (fits) print_step_prediction(predict_step(step_schedules(dry, run), q, p, pl), q, out);
     if (fits) return;
     std::vector<FitOption> options =
         fitting_options(q, [&](const MemoryQuery& a) { double d, h; rank_need(a, d, h); return d <= p.memory_gib * GiB; });
-    for (FitOption& f : options) f.seconds = predict_step(f.q, p, pl).step_s;
+    if (options.size() > (size_t)3 * FIT_OPTIONS_SHOWN) options.resize(3 * FIT_OPTIONS_SHOWN);  // the cheapest
+    for (FitOption& f : options) {
+        TrainOptions a = with_flags(o, run, f.flags);
+        f.seconds = predict_run(a, make_run_setup(a), p).step_s;
+    }
     std::stable_sort(options.begin(), options.end(), [](const FitOption& a, const FitOption& b) {
         return a.seconds < b.seconds;
     });

@@ -30,7 +30,8 @@ struct Rank {
           zero(layout, groups.data(), mem, ctx, run.zero_config(o), groups.tensor.get(), groups.pipe.get(),
                groups.tied.get()),
           model(zero, o.micro_batch, o.seq_len, o.recompute, run.offload_activations, mem, run.sp,
-                run.pp > 1 ? PipelineStage<T>::activation_slots(run.schedule, run.pp, stage, run.micro_steps) : 1),
+                run.pp > 1 ? PipelineStage<T>::activation_slots(run.schedule, run.pp, stage, run.micro_steps) : 1,
+                o.partition_activations != 0),
           predicted(predict_memory(run.memory_query(o, stage), SHARD_ALIGN)) {
         if (run.pp > 1) pipeline = std::make_unique<PipelineStage<T>>(model, *groups.pipe, run.schedule, run.micro_steps);
     }

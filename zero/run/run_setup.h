@@ -78,6 +78,7 @@ struct RunSetup {
         q.offload_grad_accum_device = offload_grad_accum_device;
         q.offload_delay = offload_delay_steps > 0;
         q.offload_activations = offload_activations;
+        q.partition_activations = o.partition_activations != 0;
         q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads);
         return q;
     }
@@ -269,6 +270,8 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_delay_steps cannot be used with --offload_param cpu (the host slices it updates are the "
           "parameters every forward gathers)");
     r.offload_delay_steps = o.offload_delay_steps;
+    CHECK(o.partition_activations == 0 || o.partition_activations == 1,
+          "--partition_activations must be 0 or 1 (got %d)", o.partition_activations);
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
     for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks

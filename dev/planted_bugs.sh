@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Bugs a GPU would show, planted one at a time in a copy of this tree: each
+# must make the tests named beside it fail (they run as in `make test`, in
+# checking mode). Prints, per bug, the tests that failed and the first error.
+#
+#   bash dev/planted_bugs.sh            every bug (about 2 minutes each on 2 cores)
+#   bash dev/planted_bugs.sh NAME...    some of them
+#
+# Needs `make data` done here first (the copy borrows the data).
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# name | file | the line(s) as they are | as planted | tests that must fail
+bugs=(
+"release_before_backward|zero/model/gpt2.h|            layer_backward(l, p, g);\n            zero.release_params(u);|            zero.release_params(u);\n            layer_backward(l, p, g);|zero_stages"
+"landing_reused_early|zero/engine/offload.h|        if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);\n||offload_recompute"
+"activation_slot_out_of_order|zero/pipeline/stage_runner.h|return micro % model.acts.slots;|return micro / 2 % model.acts.slots;|pipeline pp_trainer"
+"all_reduce_without_wait|zero/engine/zero_engine.h|        stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|        if (stage != 0) stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|zero_stages perf_trace"
+"dry_run_drops_a_wait|zero/base/backend.h|    if (e \&\& dry_recorder()) dry_recorder()->wait(stream_lane(s), e->op);\n||perf_trace dry_run_scale"
+)
+
+wanted=("$@")
+status=0
+printf '%-30s %-28s %s\n' "bug" "failed" "first error"
+for b in "${bugs[@]}"; do
+    IFS='|' read -r name file old new tests <<<"$b"
+    if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " == *" $name "* ]]; then continue; fi
+    tree="$work/$name"
+    mkdir -p "$tree"
+    (cd "$here" && git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C "$tree")
+    for d in data/npm data/mobydick data/gpt2_tokenizer.bin; do ln -s "$here/$d" "$tree/$d"; done
+    OLD="$old" NEW="$new" python3 - "$tree/$file" <<'EOF'
+import os, sys
+path = sys.argv[1]
+old = os.environ["OLD"].replace("\\n", "\n").replace("\\&", "&")
+new = os.environ["NEW"].replace("\\n", "\n").replace("\\&", "&")
+s = open(path).read()
+if s.count(old) != 1:
+    sys.exit(f"{path}: the line to plant in is not there exactly once (the code moved): update dev/planted_bugs.sh")
+open(path, "w").write(s.replace(old, new))
+EOF
+    log="$work/$name.log"
+    (cd "$tree" && make train_gpt2_zero_cpu >"$log" 2>&1 &&
+        cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
+        cmake --build build/test -j 2 --target $tests >>"$log" 2>&1) || { echo "$name: the planted tree does not build"; tail -5 "$log"; exit 1; }
+    failed=""
+    for t in $tests; do
+        if ! (cd "$tree/build/test" && ctest -R "^$t\$" --output-on-failure >>"$log" 2>&1); then failed="$failed $t"; fi
+    done
+    first=$( (grep -m1 '^error' "$log" || grep -m1 '^FAIL' "$log" || true) | cut -c1-160)
+    if [ -z "$failed" ]; then
+        printf '%-30s %-28s %s\n' "$name" "NONE: it survived" ""
+        status=1
+    else
+        printf '%-30s %-28s %s\n' "$name" "${failed# }" "$first"
+    fi
+    rm -rf "$tree"
+done
+exit $status

@@ -1,0 +1,169 @@
+// `--calibrate FILE`: this run's operations timed where the trainer launches
+// them, into the measured profile FILE (zero/perf/profile.h), which --predict
+// then reads. The run's emulated ranks build themselves as for training, take
+// a step, then take one more with a capturing recorder (zero/base/ops.h): every
+// kernel, copy and piece of host work runs and keeps a closure that runs it
+// again. Each distinct operation is then run again alone, by as many ranks at
+// once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
+// its own, the others waiting), in batches (zero/perf/calibrate.h); the
+// collectives are timed in an emulated world of the run's size and groups.
+// Nothing here looks at a step's time. Shapes already in FILE are not timed
+// again, so one file can gather many runs' shapes.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zero/perf/calibrate.h"
+#include "zero/run/train_step.h"
+
+// What the ranks of one calibration share: the distinct operations any rank
+// found (a pipeline's stages run different ones), which ranks hold each,
+// every timing of each, and the collectives of each group size.
+struct CalibrationTable {
+    std::mutex mu;
+    std::vector<std::string> keys;                       // the distinct operations, in the order found
+    std::map<std::string, std::vector<int>> holders;     // each key's ranks
+    std::map<std::string, std::vector<double>> seconds;  // each key's time, one per rank that ran it
+    std::map<int, std::vector<std::pair<std::string, uint64_t>>> collectives;  // group size -> (op, bytes)
+    std::map<std::string, StepOp> copies;  // copies with no closure to replay (a read-back's vector dies), receives
+};
+
+// One rank's part (every rank of the emulated world calls it together).
+template <typename T>
+void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table) {
+    using namespace calibrate_detail;
+    set_threads(run.cpu_threads_per_rank());
+    OpRecorder rec(true);  // from the start: it learns where the rank's buffers are
+    tl_recorder = &rec;
+    Rank<T> r(o, run, world);
+    r.load_start(run, o.seed);
+    std::vector<MicroBatch> batches(run.micro_steps);
+    const size_t BT = (size_t)o.micro_batch * o.seq_len;
+    for (size_t m = 0; m < batches.size(); m++)
+        for (size_t i = 0; i < BT; i++) {
+            batches[m].inputs.push_back((int)((i * 2654435761u + m + world.rank) % run.cfg.vocab_size));
+            batches[m].targets.push_back((int)((i * 40503u + m) % run.cfg.vocab_size));
+        }
+    const long tokens = (long)BT * run.dp * run.micro_steps;
+    auto step = [&] {
+        train_step(r, batches, o.micro_batch, o.seq_len, 1e-4f, 1.0f / tokens, optimizer_config(o), 1.0f, tokens);
+    };
+    step();  // warm: first touch of the buffers, library set-up
+    rec.ops.clear(), rec.runs.clear();
+    step();
+    tl_recorder = nullptr;
+
+    std::map<std::string, size_t> mine;  // key -> its first capture
+    for (size_t i = 0; i < rec.ops.size(); i++)
+        if (rec.runs[i] && !mine.count(rec.ops[i].key())) mine[rec.ops[i].key()] = i;
+    {
+        std::lock_guard<std::mutex> lock(table.mu);
+        for (const StepOp& op : rec.ops) {
+            const std::string key = op.key();
+            if (mine.count(key)) {
+                std::vector<int>& h = table.holders[key];
+                if (h.empty()) table.keys.push_back(key);
+                if (std::find(h.begin(), h.end(), world.rank) == h.end()) h.push_back(world.rank);
+            } else if (op.kind == "to_host" || op.kind == "to_device" || op.kind == "copy" || op.kind == "zero") {
+                table.copies[key] = op;
+            }
+        }
+        // the collectives of each group size, for the emulated world's timing; receives, as copies
+        const MemoryQuery q = run.memory_query(o, r.stage);
+        for (const TraceEntry& e : r.groups.trace) {
+            if (e.op == "recv") {
+                StepOp recv;
+                recv.kind = "recv", recv.bytes = e.bytes, recv.dims = {(long)e.bytes};
+                table.copies[recv.key()] = recv;
+            }
+            if (e.group == "host" || e.op == "send" || e.op == "recv") continue;
+            std::pair<std::string, uint64_t> call{e.op, e.bytes};
+            auto& c = table.collectives[group_size(e.group, q)];
+            if (std::find(c.begin(), c.end(), call) == c.end()) c.push_back(call);
+        }
+    }
+    world.barrier();
+    // each distinct operation run again by the first at_once of the ranks that hold it, at once (each its own)
+    for (const std::string& key : table.keys) {
+        world.barrier();
+        auto it = mine.find(key);
+        const std::vector<int>& h = table.holders.at(key);
+        const long before_me = std::count_if(h.begin(), h.end(), [&](int k) { return k < world.rank; });
+        if (it != mine.end() && before_me < at_once) {
+            double t = time_calls(rec.runs[it->second], [&] { stream_sync(r.ctx.stream); });
+            std::lock_guard<std::mutex> lock(table.mu);
+            table.seconds[key].push_back(t);
+        }
+        world.barrier();
+    }
+    // the copies with nothing to replay, between buffers of their own; a receive is a device
+    // copy of its bytes from the sender's buffer
+    if (world.rank == 0)
+        for (const auto& [key, op] : table.copies) {
+            if (table.seconds.count(key)) continue;
+            const size_t bytes = op.bytes;
+            char* x = (char*)(op.kind == "to_device" ? host_malloc(bytes) : device_malloc(bytes));
+            char* y = (char*)(op.kind == "to_host" ? host_malloc(bytes) : device_malloc(bytes));
+            table.seconds[key].push_back(time_calls(
+                [&] { op.kind == "zero" ? device_zero(y, bytes, r.ctx.stream) : device_copy(y, x, bytes, r.ctx.stream); },
+                [&] { stream_sync(r.ctx.stream); }));
+            op.kind == "to_device" ? host_free(x) : device_free(x);
+            op.kind == "to_host" ? host_free(y) : device_free(y);
+        }
+}
+
+// The whole calibration: the emulated ranks, then the collectives, merged into FILE.
+template <typename T>
+void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* dtype, std::FILE* log) {
+    using namespace calibrate_detail;
+    CHECK(run.launch.world == 1, "--calibrate times emulated ranks in one process (--ranks N), not a launched job");
+    const std::string path = o.calibrate;
+    Profile p;
+    if (file_exists(path)) p = load_profile(path);
+    CHECK(p.path.empty() || p.measured, "%s is a profile from specifications: calibrate into another file",
+          path.c_str());
+    CHECK(p.path.empty() || p.dtype == dtype, "%s was calibrated in %s, this run computes in %s", path.c_str(),
+          p.dtype.c_str(), dtype);
+    const int cores = process_cpu_threads();
+#ifdef ZERO_CUDA
+    const int most = 8;  // emulated ranks on one GPU: timed with up to 8 at once
+    p.synchronous = false, p.name = "gpu";
+#else
+    const int most = cores;
+    p.synchronous = true, p.name = "cpu";
+#endif
+    p.measured = true, p.device = device_name(), p.dtype = dtype, p.cores = cores;
+    p.about = "measured by --calibrate on this machine";
+    HostClock clock;
+    const int at_once = std::min(run.world, most);
+    CalibrationTable table;
+    run_emulated_ranks(run.world, [&](int rank, EmulatedWorld& w) {
+        KernelCtx comm_ctx;
+        EmulatedComm comm(w, rank, comm_ctx);
+        calibrate_rank<T>(o, run, comm, at_once, table);
+    }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
+    std::map<std::string, double>& kernels = p.kernels["r" + std::to_string(at_once)];
+    int timed = 0;
+    for (const auto& t : table.seconds) {
+        if (kernels.count(t.first)) continue;
+        double sum = 0;
+        for (double x : t.second) sum += x;
+        kernels[t.first] = sum / t.second.size(), timed++;
+    }
+    const int threads = run.cpu_threads_per_rank();
+    for (const auto& g : table.collectives) {
+        std::string cctx = "N" + std::to_string(run.world) + "g" + std::to_string(g.first);
+        std::vector<std::pair<std::string, uint64_t>> fresh;
+        for (const auto& c : g.second)
+            if (!p.collectives[cctx].count(c.first + " " + std::to_string(c.second))) fresh.push_back(c);
+        if (!fresh.empty()) time_collectives<T>(fresh, run.world, g.first, threads, p.collectives[cctx]);
+        timed += (int)fresh.size();
+    }
+    measure_ceilings<T>(p, cores);
+    save_profile(p, path);
+    fprintf(log, "calibrated %d operations (%d ranks at once, %d thread(s) each) in %.1f s into %s\n", timed, at_once,
+            threads, clock.seconds(), path.c_str());
+}
