@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
     expect_error("--predict " + spec + " --nodes 0", "--nodes must be at least 1 (got 0)");
     expect_error("--predict " + spec + " --tp 32", "world size 16 is not a multiple of --tp 32");
     std::string copy = dir + "/spec_copy.json";
-    run_command("cp " + spec + " " + copy);
+    run_command("cp " + spec + " " + copy + " && cp " + spec.substr(0, spec.rfind('/') + 1) + "v100_gemm.csv " + dir);
     expect_error("--calibrate " + copy, "is a profile from specifications: calibrate into another file");
 
     // DeepSpeed's batch rule on the homework's kind of config

@@ -15,7 +15,13 @@
 //   the predictor without Pa keeps every layer's whole input;
 //   the delayed parameter update: with only kernels and the CPU AdamW taking
 //     time, an offloaded step is their sum, and max(kernels, AdamW) with
-//     --offload_delay_steps (the AdamW overlaps the next step's kernels).
+//     --offload_delay_steps (the AdamW overlaps the next step's kernels);
+//   the V100 cluster's model of 2019's software and hardware: Megatron-LM's
+//     FLOP count against NVIDIA's own published V100 table, data-group
+//     collectives serialized when the software does not overlap them,
+//     DeepSpeed 0.2's reduce-scatter as one reduce per rank, a device's
+//     matmul efficiency from a GEMM benchmark, and the anchor: the anchor run
+//     predicted takes exactly its published time.
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -310,6 +316,100 @@ static void delayed_update() {
         }
 }
 
+// Megatron-LM's FLOP count against NVIDIA's own table of it (Megatron-LM's
+// README of September 2020, V100 DGX-2, batch 8, T 1024, V 51200): TFLOP/s
+// per GPU x GPUs x the iteration's seconds. The table prints three digits.
+static void megatron_flop_count() {
+    struct Case { int C, NH, L, gpus; double ms, tflops; };
+    const Case cases[] = {{1920, 15, 24, 1, 1121, 71.9}, {2304, 18, 30, 2, 1093, 64.2}, {3072, 24, 36, 4, 1238, 58.5},
+                          {4096, 32, 42, 8, 1407, 52.2}};
+    for (const Case& c : cases) {
+        GPT2Config cfg = gpt2_config_from_descriptor("L=" + std::to_string(c.L) + ",H=" + std::to_string(c.NH) +
+                                                     ",C=" + std::to_string(c.C) + ",V=51200,T=1024");
+        const double published = c.tflops * 1e12 * c.gpus * c.ms / 1e3, ours = megatron_flops(cfg, 8, 1024, true);
+        EXPECT(near(ours, published, 2e-3), "%d x %d: %.4g FLOP, NVIDIA's table %.4g", c.L, c.C, ours, published);
+    }
+}
+
+// Software that does not overlap the data group's collectives: they take the compute lane.
+static void data_parallel_without_overlap() {
+    StepSchedule s;
+    s.ops.push_back(op("a", Lane::Compute));
+    StepOp ar = op("all_reduce", Lane::Comm, {0});
+    ar.group = "data";
+    s.ops.push_back(ar);
+    s.ops.push_back(op("b", Lane::Compute));
+    s.ops.push_back(op("host_wait", Lane::Host, {1}));
+    s.ops.push_back(op("host_wait", Lane::Host, {2}));
+    const std::vector<std::vector<double>> d = {{1, 3, 2, 0, 0}};
+    EXPECT(near(lay_out({s}, d, false)[0][0], 4), "overlapped: a, then the all-reduce beside b (%g)",
+           lay_out({s}, d, false)[0][0]);
+    EXPECT(near(lay_out({s}, d, false, nullptr, false)[0][0], 6), "not overlapped: a, the all-reduce, b (%g)",
+           lay_out({s}, d, false, nullptr, false)[0][0]);
+    s.ops[1].group = "tensor";
+    EXPECT(near(lay_out({s}, d, false, nullptr, false)[0][0], 4), "only the data group's");
+}
+
+// A spec profile of the V100 cluster's kind, written here: a GEMM benchmark, DeepSpeed's reduce-scatter
+// by reduces, and an anchor.
+static void v100_kind_of_profile() {
+    FILE* f = fopen("perf_model_gemm.csv", "w");
+    // 2 GFLOP at 50% of a 100 TFLOP/s peak (40 us), 200 GFLOP at 80% (2.5 ms), and a GEMV-like row to ignore
+    fprintf(f, "m,n,k,ms\n1000,1000,1000,0.04\n10000,1000,10000,2.5\n8,100000,100000,0.01\n");
+    fclose(f);
+    // every kind of the anchor run at a stated efficiency (the matmuls' come from the benchmark)
+    const char* anchor = "-e L=2,H=4,C=64,V=512,T=64 -t 64 -b 2 -p fp16 -r 2 -z 0";
+    std::string kinds;
+    {
+        const TrainOptions o = options_from_flags(anchor);
+        const RunSetup run = make_run_setup(o);
+        const std::vector<DryRank> dry = dry_run(o, run);
+        for (const StepOp& op : dry[0].ops)
+            if (!op.collective() && !op.transfer() && op.kind != "host_wait" && kinds.find("\"" + base_kind(op.kind) + "\"") == std::string::npos)
+                kinds += (kinds.empty() ? "\"" : ", \"") + base_kind(op.kind) + "\": 0.5";
+    }
+    f = fopen("perf_model_v100.json", "w");
+    fprintf(f, "{\"efficiency\": {%s}, ", kinds.c_str());
+    fprintf(f, "\"device\": {\"peak_tflops\": 100, \"memory_gbs\": 1000, \"dtype\": \"fp16\", \"memory_gib\": 80}, "
+               "\"node\": {\"devices\": 4, \"link_gbs\": 100, \"link_latency_us\": 1}, "
+               "\"network\": {\"node_gbs\": 40, \"latency_us\": 5}, \"matmul_curve\": \"perf_model_gemm.csv\", "
+               "\"host\": {\"pcie_gbs\": 10, \"pcie_latency_us\": 1, \"cpu_adamw_params_per_s\": 1e9, \"memory_gbs\": 100}, "
+               "\"software\": {\"reduce_scatter_by_reduces_bucket\": 1e6}, "
+               "\"anchor\": {\"flags\": \"%s\", \"tflops\": 0.5, \"peak_tflops\": 125}, "
+               "\"efficiency_from\": \"perf_model_measured.json\"}", anchor);
+    fclose(f);
+    Profile p = load_profile("perf_model_v100.json");
+    EXPECT(p.matmul_curve.size() == 2, "the GEMV-like row left out (%zu points)", p.matmul_curve.size());
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 2, q.tp = 1, q.world = 8, q.stage = 2;
+    Placement pl;
+    pl.emulated = false, pl.world = 8;
+    OpTimer t(p, q, pl);
+    StepOp mm;
+    mm.kind = "matmul_fwd_16", mm.dims = {1000, 1000, 1000, 1};
+    EXPECT(near(t.seconds(mm), 40e-6), "a benchmarked shape's own time: %g", t.seconds(mm));
+    mm.kind = "matmul_bwd_16", mm.dims = {1000, 1000, 1000, 1};  // two 2 GFLOP GEMMs
+    EXPECT(near(t.seconds(mm), 80e-6), "a backward: two GEMMs of its work (%g)", t.seconds(mm));
+    mm.kind = "matmul_fwd_16", mm.dims = {10000, 1000, 1000, 1};  // 20 GFLOP: halfway in log(work)
+    EXPECT(near(t.seconds(mm), 20e9 / (0.65 * 100e12)), "between them, linear in log(work): %g", t.seconds(mm));
+    // the stage-2 reduce-scatter of the data group (8 ranks, 4 a node on 2 nodes): 10 buckets of 1e6 fp16
+    // elements, each 8 reduces of 7 ring steps at the network's latency, beyond the reduce-scatter itself
+    StepOp rs;
+    rs.kind = "reduce_scatter", rs.group = "data", rs.bytes = 20000000;
+    const double plain = cluster_collective_seconds("reduce_scatter", 2e7, 4, 2, Tier{1e11, 1e-6}, Tier{1e10, 5e-6});
+    EXPECT(near(t.seconds(rs), plain + 10 * 8 * 7 * 5e-6), "reduce-scatter by reduces: %g", t.seconds(rs));
+    q.stage = 1;
+    EXPECT(near(OpTimer(p, q, pl).seconds(rs), plain), "stage 1's is NCCL's own");
+    // the anchor: its run, predicted on the anchored profile, takes its published time on this device's peak
+    Profile a = anchored_profile(p);
+    const TrainOptions o = options_from_flags(p.anchor_flags);
+    const RunSetup run = make_run_setup(o);
+    const double want = megatron_flops(run.cfg, 2, 64, true) / 0.5e12 * 125 / 100;
+    EXPECT(a.compute_scale > 0 && near(predict_run(o, run, a).step_s, want, 1e-9), "anchored: %.9g s, published %.9g s",
+           predict_run(o, run, a).step_s, want);
+}
+
 int main() {
     collectives();
     layout_in_time();
@@ -319,5 +419,8 @@ int main() {
     specification_profiles();
     predictor_without_pa();
     delayed_update();
+    megatron_flop_count();
+    data_parallel_without_overlap();
+    v100_kind_of_profile();
     return test_summary("perf_model");
 }

@@ -72,8 +72,8 @@ struct MemoryQuery {
     bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
     bool offload_delay = false;  // the delayed parameter update, in its steady state (steps after W + 1)
     bool offload_activations = false;
-    // ZeRO-R's Pa, which the trainer always uses when tp > 1 with -r 2 and no sp; false: the saved layer
-    // outputs kept whole, as in the ZeRO paper's configurations without Pa (zero/reproduce/ studies only)
+    // ZeRO-R's Pa, which the trainer uses when tp > 1 with -r 2 and no sp; false (--partition_activations 0):
+    // the saved layer outputs kept whole, as in the ZeRO paper's configurations without Pa
     bool partition_activations = true;
     size_t kernel_workspace_bytes = 0;  // the build's own kernel scratch (CUDA: cuBLASLt etc.)
     StageRange pp_stage;         // the pipeline stage predicted for (the whole model without a pipeline)

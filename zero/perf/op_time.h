@@ -54,6 +54,17 @@ inline double op_flops(const std::string& kind, const std::vector<long>& d) {
     return 0;
 }
 
+// A step's FLOPs as NVIDIA's Megatron-LM reports count them (Narayanan et al.,
+// arXiv 2104.04473, section 5.1): per layer and forward pass 24 B T C^2 for
+// the matmuls and 4 B T^2 C for the whole T x T attention, three passes (four
+// with every layer recomputed), and the logits' matmul 6 B T C V. The papers
+// the cluster profiles are anchored to and compared with publish rates in
+// this count (this trainer's own, op_flops, halves the causal attention).
+inline double megatron_flops(const GPT2Config& c, double B, double T, bool recomputed) {
+    const double L = c.num_layers, C = c.channels, V = c.padded_vocab_size;
+    return 24.0 * (recomputed ? 4 : 3) * B * T * L * C * C * (1 + T / (6 * C)) + 6.0 * B * T * C * V;
+}
+
 // Bytes an elementwise kernel, copy or host operation reads and writes, s per element.
 inline double op_bytes(const std::string& kind, const std::vector<long>& d, double s) {
     std::string b = base_kind(kind);
@@ -149,8 +160,8 @@ class OpTimer {
         if (b == "host_add" || b == "host_sumsq") return op_bytes(op.kind, op.dims, s) / (prof.host_gbs * 1e9);
         // a kernel at the efficiency its kind reached elsewhere, on this device's peak or bandwidth
         double flops = op_flops(op.kind, op.dims), eff = efficiency(op);
-        return flops > 0 ? flops / (eff * prof.peak_tflops * 1e12)
-                         : op_bytes(op.kind, op.dims, s) / (eff * prof.hbm_gbs * 1e9);
+        return prof.compute_scale * (flops > 0 ? flops / (eff * prof.peak_tflops * 1e12)
+                                               : op_bytes(op.kind, op.dims, s) / (eff * prof.hbm_gbs * 1e9));
     }
 
     // Rate over peak (FLOP/s or bytes/s) of op's kind: from a profile on the chain that states it,
@@ -160,6 +171,9 @@ class OpTimer {
         // a fused GELU is a matmul's epilogue: nothing a GPU notices, but a CPU computes a tanh per element,
         // which would misstate a GPU's matmul; it takes the plain matmul's efficiency
         if (b == "matmul_fwd_gelu" || b == "matmul_bwd_gelu") b = b.substr(0, 10);
+        // a device with a published GEMM benchmark: the efficiency at this GEMM's work (a backward is two)
+        if (!prof.matmul_curve.empty() && (b == "matmul_fwd" || b == "matmul_bwd"))
+            return curve_at(prof.matmul_curve, op_flops(op.kind, op.dims) / (b == "matmul_bwd" ? 2 : 1));
         for (const Profile* at = &prof;; at = refs[&prof == at ? 0 : index_of(at) + 1].get()) {
             auto e = at->efficiency.find(b);
             if (e != at->efficiency.end()) return e->second;
@@ -176,6 +190,15 @@ class OpTimer {
             double eff = op_flops(kind, op.dims) > 0 ? work / t / (at->peak_tflops * 1e12) : work / t / (at->hbm_gbs * 1e9);
             return std::min(eff, 1.0);
         }
+    }
+    // y at x on a curve of (x, y) points sorted by x, linear in log(x) between them, held at the ends
+    static double curve_at(const std::vector<std::pair<double, double>>& c, double x) {
+        if (x <= c.front().first) return c.front().second;
+        if (x >= c.back().first) return c.back().second;
+        size_t i = 1;
+        while (c[i].first < x) i++;
+        const double f = std::log(x / c[i - 1].first) / std::log(c[i].first / c[i - 1].first);
+        return c[i - 1].second + f * (c[i].second - c[i - 1].second);
     }
     static bool has_kind(const Profile& p, const std::string& ctx, const std::string& kind) {
         auto c = p.kernels.find(ctx);
@@ -263,6 +286,13 @@ class OpTimer {
             group_span(tensor, q.tp, q.world, prof.devices_per_node, m, n);
         Tier intra{prof.link_gbs * 1e9, prof.link_latency_us * 1e-6};
         Tier inter{prof.network_gbs * 1e9 / prof.devices_per_node, prof.network_latency_us * 1e-6};
-        return cluster_collective_seconds(op.kind, (double)op.bytes, m, n, intra, inter);
+        double t = cluster_collective_seconds(op.kind, (double)op.bytes, m, n, intra, inter);
+        if (op.kind == "reduce_scatter" && op.group == "data" && q.stage == 2 && prof.reduce_scatter_bucket > 0) {
+            // a reduce to each of the g ranks per bucket, each a ring reduce of g - 1 steps: the same bytes,
+            // g times the latency of a reduce-scatter, per bucket
+            const double buckets = op.bytes / (prof.reduce_scatter_bucket * q.dtype_bytes);
+            t += buckets * g * (g - 1) * (n > 1 ? inter : intra).latency_s;
+        }
+        return t;
     }
 };

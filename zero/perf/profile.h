@@ -12,17 +12,24 @@
 //             link's bandwidth per device and latency), a network (bandwidth
 //             per node, latency), a host (PCIe, CPU AdamW rate). Kernel times
 //             come from a measured profile's efficiencies (`efficiency_from`)
-//             applied to this device's peak and bandwidth: an assumption the
-//             prediction states.
+//             applied to this device's peak and bandwidth, and, where the
+//             profile names an `anchor` (a published step time of one device),
+//             all scaled by one factor so that the anchor run takes what was
+//             published (zero/run/predict_report.h, anchored_profile). A
+//             `software` section says how the modelled software schedules its
+//             communication (whether the data group's collectives overlap the
+//             backward pass).
 //
 // Every number says where it came from in the file's "sources".
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 
 #include "zero/base/common.h"
+#include "zero/base/csv.h"
 #include "zero/base/json.h"
 
 struct Profile {
@@ -43,6 +50,18 @@ struct Profile {
     double host_gbs = 0;                // spec: host memory bandwidth (host adds, norms)
     std::string efficiency_from;        // spec: the profile whose kernel efficiencies apply (followed to a measured one)
     std::map<std::string, double> efficiency;  // spec: a kernel kind's efficiency measured elsewhere (before efficiency_from)
+    // spec: the kernels' level from a published step of one device: the trainer's flags for that run, its rate
+    // (counted as Megatron-LM counts, megatron_flops) and the peak of the device it ran on
+    std::string anchor_flags;
+    double anchor_tflops = 0, anchor_peak_tflops = 0;
+    double compute_scale = 1;  // every kernel's time times this (the anchor's factor, once solved)
+    // spec: the device's matmul efficiency by work (FLOPs of one GEMM, efficiency), sorted: a published
+    // benchmark of its GEMMs (matmul_curve: a CSV beside the profile, m,n,k,ms), where the profile names one
+    std::vector<std::pair<double, double>> matmul_curve;
+    bool overlap_data_parallel = true;  // the software overlaps the data group's collectives with compute
+    // the software's stage-2 reduce-scatter is one reduce to each rank per bucket of this many elements
+    // (DeepSpeed 0.2); 0: NCCL's reduce-scatter
+    double reduce_scatter_bucket = 0;
     // measured tables: context -> key -> seconds
     std::map<std::string, std::map<std::string, double>> kernels, collectives;
 };
@@ -92,6 +111,35 @@ inline Profile load_profile(const std::string& path) {
         num(*h, "memory_gib", p.host_memory_gib);
         num(*h, "cpu_adamw_params_per_s", p.cpu_adamw_params_per_s);
         num(*h, "memory_gbs", p.host_gbs);
+    }
+    if (const JsonValue* a = j.find("anchor")) {
+        str(*a, "flags", p.anchor_flags);
+        num(*a, "tflops", p.anchor_tflops);
+        num(*a, "peak_tflops", p.anchor_peak_tflops);
+        CHECK(!p.anchor_flags.empty() && p.anchor_tflops > 0 && p.anchor_peak_tflops > 0,
+              "%s: an anchor needs flags, tflops and peak_tflops", a->where().c_str());
+    }
+    if (const JsonValue* sw = j.find("software")) {
+        if (const JsonValue* v = sw->find("overlap_data_parallel")) {
+            CHECK(v->is_bool(), "%s: overlap_data_parallel must be true or false", v->where().c_str());
+            p.overlap_data_parallel = v->as_bool();
+        }
+        num(*sw, "reduce_scatter_by_reduces_bucket", p.reduce_scatter_bucket);
+    }
+    std::string curve;
+    str(j, "matmul_curve", curve);
+    if (!curve.empty()) {
+        CHECK(p.peak_tflops > 0, "%s: a matmul_curve needs device.peak_tflops", path.c_str());
+        size_t slash = path.rfind('/');
+        CsvTable t = read_csv_table(slash == std::string::npos ? curve : path.substr(0, slash + 1) + curve);
+        for (size_t i = 0; i < t.rows.size(); i++) {
+            double m = t.num(i, "m"), n = t.num(i, "n"), k = t.num(i, "k"), ms = t.num(i, "ms");
+            // GEMV-like rows (a dimension under 64) are nothing a transformer layer's matmul is
+            if (std::min(m, std::min(n, k)) < 64 || ms <= 0) continue;
+            p.matmul_curve.push_back({2 * m * n * k, 2 * m * n * k / (ms * 1e-3) / (p.peak_tflops * 1e12)});
+        }
+        std::sort(p.matmul_curve.begin(), p.matmul_curve.end());
+        CHECK(!p.matmul_curve.empty(), "%s: %s has no matmul of every dimension 64 or more", path.c_str(), curve.c_str());
     }
     p.cores = (int)cores, p.devices_per_node = (int)dpn;
     str(j, "efficiency_from", p.efficiency_from);

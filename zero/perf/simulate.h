@@ -19,6 +19,11 @@
 // out again with that kind taking no time, and the difference. The kinds
 // overlap, so the parts need not add up to the step. A pipeline's bubble is
 // the share of its stages' time in which their compute streams are idle.
+//
+// Software that does not overlap the data group's reductions with the
+// backward pass (the profile's software.overlap_data_parallel false:
+// Megatron-LM's all-reduce after backward, DeepSpeed's overlap_comm off) has
+// them laid out on the compute lane, in the order the engine issues them.
 #pragma once
 
 #include <map>
@@ -60,7 +65,7 @@ inline const char* op_category(const StepOp& op) {
 // duration; busy[s]: stage s's compute-lane time in its last step.
 inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>& stages,
                                                 const std::vector<std::vector<double>>& dur, bool synchronous,
-                                                std::vector<double>* busy = nullptr) {
+                                                std::vector<double>* busy = nullptr, bool overlap_data = true) {
     const int P = (int)stages.size();
     struct Rank {
         std::vector<double> end;
@@ -79,6 +84,7 @@ inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>&
         const StepOp& op = stages[s].ops[i];
         Rank& k = r[s];
         int lane = synchronous ? (int)Lane::Host : (int)op.lane;
+        if (!overlap_data && op.group == "data" && op.collective() && op.kind != "scalar") lane = (int)Lane::Compute;
         double start = std::max(earliest, lane == (int)Lane::Host ? k.host : std::max(k.host, k.lane_free[lane]));
         for (int a : op.after) start = std::max(start, k.end[a]);
         k.end[i] = start + dur[s][i];
@@ -221,7 +227,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
     }
     auto step_time = [&](const std::vector<std::vector<double>>& d, std::vector<double>* busy = nullptr) {
         std::vector<std::vector<double>> e = sync ? lay_out_shared(stages, d, per_stage, capacity, busy)
-                                                  : lay_out(stages, d, sync, busy);
+                                                  : lay_out(stages, d, sync, busy, prof.overlap_data_parallel);
         double a = 0, b = 0;
         for (const auto& st : e) a = std::max(a, st[0]), b = std::max(b, st[1]);
         return b - a;

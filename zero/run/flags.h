@@ -275,6 +275,25 @@ inline void resolve_batch(TrainOptions& opts) {
     resolve_deepspeed_batch(opts, world / model_parallel);
 }
 
+// The options of a command line given as one string ("-e d12 -b 4 -z 2"), as
+// the trainer would take them: a run the reproduction or a profile describes.
+inline TrainOptions options_from_flags(const std::string& flags) {
+    std::vector<std::string> words = {"train_gpt2_zero"};
+    size_t i = 0;
+    while (i < flags.size()) {
+        size_t j = flags.find_first_of(" \t", i);
+        if (j == std::string::npos) j = flags.size();
+        if (j > i) words.push_back(flags.substr(i, j - i));
+        i = j + 1;
+    }
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(&w[0]);
+    TrainOptions o;
+    parse_flags((int)argv.size(), argv.data(), o);
+    resolve_batch(o);
+    return o;
+}
+
 // The run's header line about the DeepSpeed config: every setting it decided,
 // with its value, and the ones flags after it decided instead.
 inline void print_option_sources(const TrainOptions& o, FILE* out) {

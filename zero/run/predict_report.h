@@ -45,6 +45,29 @@ inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, co
     return predict_step(step_schedules(dry_run(o, run), run), run.memory_query(o), p, pl);
 }
 
+// A cluster profile with an anchor (zero/perf/profile.h): its kernels' times
+// scaled by the one factor that makes the anchor run, predicted on it, take
+// what was published (its rate counted as Megatron-LM counts; on the
+// anchor's device, whose peak may differ from the profile's: the step is
+// taken to scale with the peak). One device, so the step is the kernels'
+// time times the factor plus what does not scale: two predictions solve it.
+inline Profile anchored_profile(Profile p) {
+    if (p.anchor_flags.empty()) return p;
+    const TrainOptions o = options_from_flags(p.anchor_flags);
+    const RunSetup run = make_run_setup(o);
+    CHECK(run.world == 1, "%s: the anchor is a run of one device", p.path.c_str());
+    const double target = megatron_flops(run.cfg, o.micro_batch, o.seq_len, o.recompute == 2) /
+                          (p.anchor_tflops * 1e12) * p.anchor_peak_tflops / p.peak_tflops;
+    p.compute_scale = 1;
+    const double t1 = predict_run(o, run, p).step_s;
+    p.compute_scale = 2;
+    const double t2 = predict_run(o, run, p).step_s, kernels = t2 - t1, rest = t1 - kernels;
+    CHECK(kernels > 0 && target > rest, "%s: the anchor's published step is shorter than what its kernels cannot "
+          "shorten (%.3g s of %.3g s)", p.path.c_str(), rest, target);
+    p.compute_scale = (target - rest) / kernels;
+    return p;
+}
+
 // Each stage's rank: its memory by phase and its peak, the predictor's beside (MiB).
 inline void print_dry_memory(const std::vector<DryRank>& dry, int stages, FILE* out) {
     const double MiB = 1048576.0;
@@ -112,12 +135,16 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
             run.micro_steps, o.zero_stage);
     print_dry_memory(dry, run.pp, out);
     if (o.predict.empty()) return;
-    Profile p = load_profile(o.predict);
+    const Profile p = anchored_profile(load_profile(o.predict));
     Placement pl;
     pl.emulated = p.measured, pl.world = run.world;
     fprintf(out, "predicted on %s (%s; %s)%s\n", o.predict.c_str(), p.device.c_str(),
             p.measured ? "measured here, emulated ranks sharing it"
-                       : ("from specifications, kernel efficiencies of " + p.efficiency_from).c_str(),
+                       : ("from specifications, kernel efficiencies of " + p.efficiency_from +
+                          (p.matmul_curve.empty() ? "" : ", matmuls by the device's GEMM benchmark") +
+                          (p.anchor_flags.empty() ? "" : ", anchored: every kernel's time x " +
+                                                                  std::to_string(p.compute_scale).substr(0, 5)))
+                             .c_str(),
             p.measured ? "" : (", " + std::to_string(o.nodes) + " node(s)").c_str());
     double dev, host;
     rank_need(q, dev, host);
