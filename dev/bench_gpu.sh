@@ -30,6 +30,9 @@
 #   offload   tokens/s with and without optimizer offload at d48 over 1, 4 and 16
 #             micro-steps (device accumulation, delayed update) and d12; the CPU AdamW
 #   largest   the largest GPT-2-shaped model for 20 steps, without and with offload
+#   nvme      NVMe offload: dev/bench_nvme.cpp's engine / plain sequential (NVME_DIR, default
+#             under $OUT), d48 with the states on disk against host memory, and the largest
+#             model with the states split between host and disk (5 steps)
 #   homework  dev/homework_table.sh on the GPU build, 1 rank and 4 emulated ranks
 #   throughput the step-time model on this GPU: make reproduce's check part (each
 #             run's operations timed alone into a profile with --calibrate, then its
@@ -111,6 +114,8 @@ Then run these groups in order. Each takes under 10 minutes on an H100
   group 5   bash dev/bench_gpu.sh pipeline throughput    0.3 + 6.1
   group 6   bash dev/bench_gpu.sh interop kernels        ~6 (make reproduce at most 5) + 1.5
   group 7   bash dev/bench_gpu.sh homework scale llmc    1.5 + ~3 + 0.6
+  group 8   bash dev/bench_gpu.sh nvme                   ~8: the disk, d48 on disk, the largest
+                                                         with host + disk (the states need ~55 GiB free)
 `bash dev/bench_gpu_group.sh N` runs group N under one time limit (LIMIT seconds,
 default 560; the preflight first where nothing is built yet), then `pack`, and
 prints the summary: $OUT/summary.txt, each group's logs in $OUT/logs_*.tgz (OUT
@@ -392,6 +397,43 @@ largest)
     # it held 16, and on 2026-11-22 the predictor chose L 32, 6.65B)
     largest offload -z 3 -r 2 --offload_optimizer cpu --offload_grad_accum device
     ;;
+nvme)
+    section "nvme: the disk through the engine, the step with the states on disk, the largest model with host and disk"
+    need_build
+    make bench_nvme >"$OUT/build_bench_nvme.log" 2>&1 || { tail -n 20 "$OUT/build_bench_nvme.log"; exit 1; }
+    NV=${NVME_DIR:-$OUT/nvme_states}  # on the disk to measure (NVME_DIR), default under $OUT
+    mkdir -p "$NV"
+    # (6) the engine's read and write against one plain sequential O_DIRECT stream, same bytes, same disk
+    ./build/bench_nvme "$NV" 4 >"$OUT/runs/bench_nvme.log" 2>&1
+    row "disk: engine / plain sequential (4 GiB)" "$(grep -m 1 'engine / plain' "$OUT/runs/bench_nvme.log" | sed 's/.*= //') (target >= 0.9)"
+    # (6) the step at d48 (1.5B), stage 2, -d 65536, the gradient shard on the device: states on disk
+    # against states in host memory, without and with the delayed update
+    base=(-e d48 -b 4 -t 1024 -d 65536 -z 2 -p bf16 --offload_grad_accum device)
+    for w in 0 1; do
+        STEPS=6 train "nvme_cpu_w$w" "${base[@]}" --offload_optimizer cpu --offload_delay_steps $w
+        STEPS=6 train "nvme_disk_w$w" "${base[@]}" --offload_optimizer nvme --nvme_path "$NV" --offload_delay_steps $w
+        row "d48 -d 65536 nvme / cpu, delay $w" "$(ratio "$(tokps "nvme_disk_w$w")" "$(tokps "nvme_cpu_w$w")")"
+    done
+    # (7) the largest GPT-2-shaped model with the states split between host and disk: for each L the
+    # largest host share that fits (the predictor's fit check), then 5 steps (a step moves every state
+    # byte through the disk twice)
+    share() {  # L: the smallest --nvme_fraction that fits, or nothing
+        for F in 0.1 0.2 0.3 0.4 0.5 0.6 0.7 0.8 0.9 1; do
+            ./train_gpt2_zero -e "L=$1,H=32,C=4096" -b 1 -t 1024 -p bf16 -z 3 -r 2 --offload_optimizer nvme \
+                --nvme_path "$NV" --offload_grad_accum device --nvme_fraction $F --estimate 1 >/dev/null 2>&1 &&
+                { echo $F; return; }
+        done
+    }
+    best=0
+    for L in 32 36 40 44 48 52 56 60 64 68 72 76 80 88 96; do [ -n "$(share $L)" ] && best=$L || break; done
+    if [ "$best" -gt 0 ]; then
+        F=$(share $best)
+        STEPS=5 RUN_TIMEOUT=540 train "largest_nvme_L${best}" -e "L=$best,H=32,C=4096" -b 1 -t 1024 -p bf16 -z 3 -r 2 \
+            --offload_optimizer nvme --nvme_path "$NV" --offload_grad_accum device --nvme_fraction "$F"
+        row "largest host + disk" "L=$best, --nvme_fraction $F ($(awk -v l="$best" 'BEGIN { printf "%.2fB", (12 * l * 4096 * 4096 + 51328 * 4096) / 1e9 }') parameters; goal >= 12B)"
+    fi
+    rm -rf "$NV"
+    ;;
 homework)
     section "homework table (GPU build)"
     need_build
@@ -475,7 +517,7 @@ pack)  # the logs so far in one archive, one file to copy off the machine; the s
         mv "$tmp" "$OUT/$tgz" && chmod 644 "$OUT/$tgz"
     return
     ;;
-*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest homework interop throughput pipeline pack)" >&2; exit 2 ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest nvme homework interop throughput pipeline pack)" >&2; exit 2 ;;
 esac
 }
 

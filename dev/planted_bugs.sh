@@ -18,6 +18,7 @@ bugs=(
 "landing_reused_early|zero/engine/offload.h|        if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);\n||offload_recompute"
 "activation_slot_out_of_order|zero/pipeline/stage_runner.h|return micro % model.acts.slots;|return micro / 2 % model.acts.slots;|pipeline pp_trainer"
 "all_reduce_without_wait|zero/engine/zero_engine.h|        stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|        if (stage != 0) stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|zero_stages perf_trace"
+"disk_read_overtakes_write|zero/engine/disk_states.h|            if (s.write_op >= 0) op.after = {s.write_op};\n||disk_states"
 "dry_run_drops_a_wait|zero/base/backend.h|    if (e \&\& dry_recorder()) dry_recorder()->wait(stream_lane(s), e->op);\n||perf_trace dry_run_scale"
 )
 

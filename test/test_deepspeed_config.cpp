@@ -564,12 +564,10 @@ void test_config_errors() {
                         "scheduler.params.warmup_num_steps must be an integer >= 0 (got -5)");
 
     // known keys with values this trainer cannot honour
-    expect_config_error("nvme optimizer offload", R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
-                        "DeepSpeed key zero_optimization.offload_optimizer.device = \"nvme\" (a string) is not supported");
-    expect_config_error("nvme param offload", R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
-                        "zero_optimization.offload_param.device = \"nvme\" (a string) is not supported");
     expect_config_error("gpu offload", R"({"zero_optimization": {"offload_optimizer": {"device": "gpu"}}})",
-                        "zero_optimization.offload_optimizer.device must be \"cpu\" or \"none\" (got \"gpu\" (a string))");
+                        "zero_optimization.offload_optimizer.device must be \"cpu\", \"nvme\" or \"none\" (got \"gpu\" (a string))");
+    expect_config_error("gpu param offload", R"({"zero_optimization": {"offload_param": {"device": "gpu"}}})",
+                        "zero_optimization.offload_param.device must be \"cpu\" or \"none\" (got \"gpu\" (a string))");
     expect_config_error("Lamb", R"({"optimizer": {"type": "Lamb", "params": {"lr": 1e-3}}})",
                         "DeepSpeed key optimizer.type = \"Lamb\" (a string) is not supported: this trainer's optimizer is AdamW");
     expect_config_error("OneBitAdam", R"({"optimizer": {"type": "OneBitAdam"}})", "optimizer.type = \"OneBitAdam\"");
@@ -599,6 +597,156 @@ void test_config_errors() {
     }, "ds_bad.json:2:36: trailing comma before '}'");
 }
 
+// NVMe offload: offload_optimizer.device nvme with its path and buffers, the
+// aio section, and what nvme cannot be here (parameters, GPUDirect Storage)
+const char* NVME_CONFIG = R"({"zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "nvme", "nvme_path": "states_dir", "pin_memory": true, "buffer_count": 6},
+    "offload_param": {"device": "cpu", "pin_memory": true}},
+  "aio": {"block_size": 262144, "queue_depth": 32, "intra_op_parallelism": 3, "use_gds": false}})";
+
+void test_nvme_offload() {
+    {
+        TrainOptions o;
+        o.nvme_fraction = 0.5;  // no DeepSpeed key: kept
+        apply_text(NVME_CONFIG, o);
+        EXPECT(o.offload_optimizer == "nvme" && o.offload_param == "cpu" && o.zero_stage == 3, "offload %s %s, stage %d",
+               o.offload_optimizer.c_str(), o.offload_param.c_str(), o.zero_stage);
+        EXPECT(o.nvme_path == "states_dir", "nvme_path %s", o.nvme_path.c_str());
+        EXPECT_EQ(o.nvme_buffers, 6);
+        EXPECT_EQ(o.nvme_block_kib, 256);
+        EXPECT_EQ(o.nvme_queue_depth, 32);
+        EXPECT_EQ(o.nvme_threads, 3);
+        EXPECT(o.nvme_fraction == 0.5, "nvme_fraction %g", o.nvme_fraction);
+    }
+    {
+        // what the file leaves out is DeepSpeed's default, whatever flags before it said
+        TrainOptions o;
+        o.nvme_buffers = 9, o.nvme_block_kib = 64, o.nvme_queue_depth = 2, o.nvme_threads = 5;
+        apply_text(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "d"}}})", o);
+        EXPECT(o.nvme_buffers == 4 && o.nvme_block_kib == 1024 && o.nvme_queue_depth == 8 && o.nvme_threads == 1,
+               "DeepSpeed's defaults: buffers %d, block %d KiB, depth %d, threads %d", o.nvme_buffers, o.nvme_block_kib,
+               o.nvme_queue_depth, o.nvme_threads);
+    }
+    {
+        // device "auto" keeps an earlier --offload_optimizer nvme, and its --nvme_path
+        TrainOptions o;
+        o.offload_optimizer = "nvme", o.nvme_path = "from_flag";
+        apply_text(R"({"zero_optimization": {"offload_optimizer": {"device": "auto", "buffer_count": 2}}})", o);
+        EXPECT(o.offload_optimizer == "nvme" && o.nvme_path == "from_flag" && o.nvme_buffers == 2,
+               "auto: %s %s %d", o.offload_optimizer.c_str(), o.nvme_path.c_str(), o.nvme_buffers);
+    }
+    {
+        // thread_count is intra_op_parallelism's older name; both agreeing is fine
+        TrainOptions o, p;
+        const char* older = R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "d"}},
+                                "aio": {"thread_count": 7}})";
+        apply_text(older, o);
+        EXPECT_EQ(o.nvme_threads, 7);
+        apply_text(R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "d"}},
+                       "aio": {"thread_count": 2, "intra_op_parallelism": 2}})",
+                   p);
+        EXPECT_EQ(p.nvme_threads, 2);
+    }
+    {
+        // through the flags: the header line names what the file set, and a flag after it wins
+        FILE* f = open_file("ds_nvme.json", "wb");
+        fputs(NVME_CONFIG, f);
+        fclose(f);
+        const char* argv[] = {"prog", "--nvme_threads", "8", "--deepspeed_config", "ds_nvme.json", "--nvme_queue_depth", "4"};
+        ChildResult r = run_in_child([&] {
+            TrainOptions o;
+            parse_flags(7, (char**)argv, o);
+            print_option_sources(o, stderr);
+            if (o.offload_optimizer != "nvme" || o.nvme_threads != 3 || o.nvme_queue_depth != 4 || o.nvme_block_kib != 256)
+                _exit(3);
+        });
+        EXPECT(r.status == 0, "nvme config through the flags: status %d: %s", r.status, r.err.c_str());
+        for (const char* part : {" --offload_optimizer nvme", " --nvme_path states_dir", " --nvme_buffers 6",
+                                 " --nvme_threads 3", " --nvme_block_kib 256", "from flags after it: --nvme_queue_depth 4"})
+            EXPECT(r.err.find(part) != std::string::npos, "header lacks '%s':\n%s", part, r.err.c_str());
+    }
+
+    // nvme's notes: keys this trainer has no use for, one line each
+    ChildResult r = run_in_child([] {
+        TrainOptions o;
+        apply_text(R"({"zero_optimization": {"stage": 3,
+                         "offload_optimizer": {"device": "nvme", "nvme_path": "d", "pipeline_read": true,
+                                               "pipeline_write": true, "fast_init": false},
+                         "offload_param": {"device": "cpu", "buffer_size": 1e8, "max_in_cpu": 1e9}},
+                       "aio": {"block_size": 1048576, "single_submit": false, "overlap_events": true}})",
+                   o, true);
+        if (o.offload_optimizer != "nvme" || o.nvme_block_kib != 1024) _exit(3);
+    });
+    EXPECT(r.status == 0, "nvme notes: status %d, stderr %s", r.status, r.err.c_str());
+    const char* expected[] = {
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.pipeline_read: nvme reads run ahead of the CPU AdamW here, always\n",
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.pipeline_write: nvme writes run behind the CPU AdamW here, always\n",
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.fast_init: ",
+        "note: ignoring DeepSpeed key zero_optimization.offload_param.buffer_size: parameters offload to cpu only",
+        "note: ignoring DeepSpeed key zero_optimization.offload_param.max_in_cpu: parameters offload to cpu only",
+        "note: ignoring DeepSpeed key aio.single_submit: the disk is read and written here with plain pread and pwrite from threads",
+        "note: ignoring DeepSpeed key aio.overlap_events: the disk is read and written here with plain pread and pwrite",
+    };
+    for (const char* e : expected) EXPECT(r.err.find(e) != std::string::npos, "missing \"%s\" in:\n%s", e, r.err.c_str());
+    EXPECT(std::count(r.err.begin(), r.err.end(), '\n') == (long)(sizeof(expected) / sizeof(expected[0])),
+           "one line per note:\n%s", r.err.c_str());
+
+    // without nvme offload the aio section changes nothing: a note per key, the options as they were
+    ChildResult q = run_in_child([] {
+        TrainOptions o;
+        o.nvme_threads = 5;
+        apply_text(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "nvme_path": "d"}},
+                       "aio": {"block_size": 1000, "thread_count": 2, "use_gds": true}})",
+                   o, true);
+        if (o.offload_optimizer != "cpu" || o.nvme_threads != 5 || o.nvme_block_kib != 1024 || !o.nvme_path.empty())
+            _exit(3);
+    });
+    EXPECT(q.status == 0, "aio without nvme: status %d, stderr %s", q.status, q.err.c_str());
+    const char* expected_cpu[] = {
+        "note: ignoring DeepSpeed key zero_optimization.offload_optimizer.nvme_path: only device nvme reads it\n",
+        "note: ignoring DeepSpeed key aio.block_size: the aio section tunes offload_optimizer.device nvme only\n",
+        "note: ignoring DeepSpeed key aio.thread_count: the aio section tunes offload_optimizer.device nvme only\n",
+        "note: ignoring DeepSpeed key aio.use_gds: the aio section tunes offload_optimizer.device nvme only\n",
+    };
+    for (const char* e : expected_cpu)
+        EXPECT(q.err.find(e) != std::string::npos, "missing \"%s\" in:\n%s", e, q.err.c_str());
+    EXPECT(std::count(q.err.begin(), q.err.end(), '\n') == (long)(sizeof(expected_cpu) / sizeof(expected_cpu[0])),
+           "one line per note:\n%s", q.err.c_str());
+
+    // what nvme offload cannot be here
+    expect_config_error("nvme without nvme_path", R"({"zero_optimization": {"offload_optimizer": {"device": "nvme"}}})",
+                        "ds.json:1:56: DeepSpeed key zero_optimization.offload_optimizer.nvme_path is missing: device "
+                        "\"nvme\" needs the directory the optimizer states live in");
+    expect_config_error("empty nvme_path",
+                        R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": ""}}})",
+                        "DeepSpeed key zero_optimization.offload_optimizer.nvme_path must be a directory on the disk");
+    expect_config_error("nvme param offload",
+                        R"({"zero_optimization": {"offload_param": {"device": "nvme", "nvme_path": "/x"}}})",
+                        "DeepSpeed key zero_optimization.offload_param.device = \"nvme\" (a string) is not supported: "
+                        "stage 3's parameter slices are read by every forward and backward pass, so they stay in host "
+                        "memory here: use offload_param.device \"cpu\" with offload_optimizer.device \"nvme\"");
+    const std::string nvme = R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "d"}}, )";
+    expect_config_error("use_gds", nvme + R"("aio": {"use_gds": true}})",
+                        "DeepSpeed key aio.use_gds = true is not supported: GPUDirect Storage needs cuFile");
+    expect_config_error("block_size 1000", nvme + R"("aio": {"block_size": 1000}})",
+                        "DeepSpeed key aio.block_size must be a positive multiple of 4096 (bytes), at most 1073741824 (got 1000)");
+    expect_config_error("block_size 6144", nvme + R"("aio": {"block_size": 6144}})",
+                        "aio.block_size must be a positive multiple of 4096 (bytes)");
+    expect_config_error("block_size 0", nvme + R"("aio": {"block_size": 0}})",
+                        "aio.block_size must be a positive multiple of 4096 (bytes)");
+    expect_config_error("thread_count and intra_op_parallelism differ",
+                        nvme + R"("aio": {"intra_op_parallelism": 4, "thread_count": 2}})",
+                        "DeepSpeed keys aio.intra_op_parallelism (4) and aio.thread_count (2) are one setting "
+                        "(thread_count is its older name); keep one");
+    expect_config_error("buffer_count 0",
+                        R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "d", "buffer_count": 0}}})",
+                        "zero_optimization.offload_optimizer.buffer_count must be an integer in 1..64 (got 0)");
+    expect_config_error("queue_depth as a string", nvme + R"("aio": {"queue_depth": "8"}})",
+                        "aio.queue_depth must be an integer in 1..1024 (got \"8\" (a string))");
+    expect_config_error("aio typo", nvme + R"("aio": {"queue_dept": 8}})",
+                        "unknown DeepSpeed key aio.queue_dept (did you mean aio.queue_depth?)");
+}
+
 }  // namespace
 
 int main() {
@@ -614,5 +762,6 @@ int main() {
     test_scheduler_and_misc();
     test_total_batch();
     test_config_errors();
+    test_nvme_offload();
     return test_summary("deepspeed_config");
 }

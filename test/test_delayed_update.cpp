@@ -131,9 +131,7 @@ static std::vector<Rank> run_case(const Case& c, bool delayed, const std::string
             zero.apply_pending_update();
             const size_t n = zero.optimizer_numel();
             r.master.resize(n), r.m.resize(n), r.v.resize(n);
-            zero.copy_to_host(r.master.data(), zero.master_weights(), n * sizeof(float));
-            zero.copy_to_host(r.m.data(), zero.adam_m_state(), n * sizeof(float));
-            zero.copy_to_host(r.v.data(), zero.adam_v_state(), n * sizeof(float));
+            zero.read_states(r.master.data(), r.m.data(), r.v.data());
             for (int u = 0; u < zero.plan.num_units(); u++) {
                 const T* unit = zero.acquire_params_for_export(u);
                 size_t bytes = zero.plan.padded[u] * sizeof(T), at = r.params.size();

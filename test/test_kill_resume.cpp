@@ -7,7 +7,10 @@
 //   * a directory holding another run's checkpoints: a fresh run into it is
 //     refused and leaves it as it was; with --overwrite 1 the new run, killed
 //     while it writes, resumes only its own checkpoints and ends bit-identical
-//     to its uninterrupted twin, never with the older run's state.
+//     to its uninterrupted twin, never with the older run's state;
+//   * the same kills with the optimizer states on disk (--offload_optimizer
+//     nvme): its files are scratch, rebuilt from the checkpoint on resume, and
+//     the run ends bit-identical to the uninterrupted run without offload.
 // The kill moments are drawn from a seed printed first (KILL_SEED=<n> draws the same).
 //
 // usage: test_kill_resume <path to train_gpt2_zero_cpu>
@@ -87,7 +90,8 @@ int main(int argc, char** argv) {
 
     // Kills a run of `run` into run.out `kills` times at random moments, resuming
     // each time, then lets it finish; true if the final files equal `reference`'s.
-    auto killed_and_resumed = [&](TrainerRun run, int kills, const std::string& reference, const char* what) {
+    auto killed_and_resumed = [&](TrainerRun run, int kills, const std::string& reference, const char* what,
+                                  const std::string& resume_extra) {
         const std::string log = run.out + ".log";
         int killed = 0;
         for (int k = 0; k < kills; k++) {
@@ -97,7 +101,7 @@ int main(int argc, char** argv) {
                    was_killed ? "killed" : "finished before its kill", delay_ms, steps);
             killed += was_killed;
             run.resume = true;
-            run.extra = base.extra;  // a resume drops --overwrite: the checkpoints are its own now
+            run.extra = resume_extra;  // a resume drops --overwrite: the checkpoints are its own now
         }
         RunResult last = run.run();
         EXPECT(killed > 0, "%s: no attempt was killed", what);
@@ -137,7 +141,7 @@ int main(int argc, char** argv) {
     // 1. kill -9 at random moments, resume, bit-identical
     TrainerRun killed = base;
     killed.out = dir + "/killed";
-    killed_and_resumed(killed, 4, straight.out, "kill/resume");
+    killed_and_resumed(killed, 4, straight.out, "kill/resume", base.extra);
 
     // 2. a directory holding another run's checkpoints
     TrainerRun older = base;  // another run (another seed), 3 steps
@@ -157,6 +161,13 @@ int main(int argc, char** argv) {
                verify_checkpoint(checkpoint_dir(older.out, 3), 3, m, why) && m.id.seed == 99,
            "the refused run changed the older run's checkpoints: %s", why.c_str());
     newer.extra += " --overwrite 1";
-    killed_and_resumed(newer, 2, straight.out, "overwrite, killed, resumed");
+    killed_and_resumed(newer, 2, straight.out, "overwrite, killed, resumed", base.extra);
+
+    // 3. the optimizer states on disk, in tiles of 1024 elements: killed mid-write of its files too
+    TrainerRun on_disk = base;
+    on_disk.out = dir + "/nvme";
+    fresh_dir(dir + "/nvme_states");
+    on_disk.extra += " --offload_optimizer nvme --nvme_path " + dir + "/nvme_states --nvme_tile_kib 4 --nvme_buffers 2";
+    killed_and_resumed(on_disk, 3, straight.out, "nvme: killed, resumed", on_disk.extra);
     return test_summary("kill_resume");
 }

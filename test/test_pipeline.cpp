@@ -215,10 +215,10 @@ static PpResult run_case(const PpCase& c) {
             }
             if (P > 1 && layout.has_embed()) {  // the tied unit's optimizer state, this rank's part of it
                 size_t n = c.stage == 0 ? zero.plan.padded[0] : zero.plan.slice_numel(0);
-                std::vector<float> state(3 * n);
-                zero.copy_to_host(state.data(), zero.master_weights(), n * sizeof(float));
-                zero.copy_to_host(state.data() + n, zero.adam_m_state(), n * sizeof(float));
-                zero.copy_to_host(state.data() + 2 * n, zero.adam_v_state(), n * sizeof(float));
+                const size_t all = zero.optimizer_numel();  // unit 0 comes first
+                std::vector<float> w(all), m(all), v(all), state;
+                zero.read_states(w.data(), m.data(), v.data());
+                for (const std::vector<float>* a : {&w, &m, &v}) state.insert(state.end(), a->begin(), a->begin() + n);
                 std::lock_guard<std::mutex> lock(mu);
                 auto& to = (st == 0 ? tied_first : tied_last)[{-1 - dp, tp}];
                 to = state;

@@ -9,8 +9,13 @@ zero_test(NAME stream_check SOURCES test_stream_check.cpp)
 zero_test(NAME comm_emulated SOURCES test_comm_emulated.cpp)
 zero_test(NAME checkpoint SOURCES test_checkpoint.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME offload_recompute SOURCES test_offload_recompute.cpp ARGS ${CPU_TRAINER})
+# NVMe offload bit for bit against CPU offload (stages, precisions, delayed update, tp, pp, the host's
+# share), checkpoints across the two, the disk in the memory report, bad input and faults
+zero_test(NAME nvme_offload SOURCES test_nvme_offload.cpp ARGS ${CPU_TRAINER} ${REPO_ROOT}/dev/homework/stage3_offload.json)
 # the delayed parameter update (--offload_delay_steps) bit for bit against the engine driven by its rule
 zero_test(NAME delayed_update SOURCES test_delayed_update.cpp)
+# NVMe offload of the optimizer states: the ring bit for bit against memory, disk faults, the dry run's ops
+zero_test(NAME disk_states SOURCES test_disk_states.cpp)
 zero_test(NAME loss_scaler SOURCES test_loss_scaler.cpp ARGS ${CPU_TRAINER})
 # kill -9 at random moments during a run that checkpoints every step, then resume:
 # bit-identical to the uninterrupted run; another run's directory refused or overwritten, never mixed

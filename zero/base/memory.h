@@ -22,7 +22,8 @@
 #include "zero/base/backend.h"
 
 enum class MemKind : int { Params, Grads, Optimizer, Activations, Scratch, Comm, COUNT };
-enum class Arena : int { Device, Host, COUNT };
+// Disk: the NVMe offload's files (zero/engine/disk_states.h), counted here like memory.
+enum class Arena : int { Device, Host, Disk, COUNT };
 constexpr int NUM_MEM_KINDS = (int)MemKind::COUNT;
 constexpr int NUM_ARENAS = (int)Arena::COUNT;
 
@@ -30,7 +31,7 @@ inline const char* mem_kind_name(MemKind k) {
     static const char* names[] = {"params", "grads", "optimizer", "activations", "scratch", "comm"};
     return names[(int)k];
 }
-inline const char* arena_name(Arena a) { return a == Arena::Device ? "device" : "host"; }
+inline const char* arena_name(Arena a) { return a == Arena::Device ? "device" : a == Arena::Host ? "host" : "disk"; }
 
 struct MemCounts {
     size_t bytes[NUM_ARENAS][NUM_MEM_KINDS] = {};
@@ -79,6 +80,7 @@ class MemoryAccountant {
     // In a dry run (zero/base/ops.h) an address that holds nothing.
     void* allocate(size_t bytes, MemKind kind, Arena arena, const std::string& name, bool live) {
         if (bytes == 0) return nullptr;
+        CHECK(arena != Arena::Disk, "internal: disk bytes are reserved (reserve_disk), not allocated");
         void* p = nullptr;
         if (dry_recorder()) {
             p = dry_recorder()->reserve(bytes, arena == Arena::Device, name);
@@ -121,6 +123,13 @@ class MemoryAccountant {
         if (checker && !is_live && !dry_recorder()) StreamChecker::poison(b.ptr, b.bytes);
     }
 
+    // Bytes of a file on disk (the NVMe offload's), live from now to the end.
+    void reserve_disk(size_t bytes, MemKind kind, const std::string& name) {
+        blocks.push_back({nullptr, bytes, kind, Arena::Disk, name, true});
+        reserved.at(Arena::Disk, kind) += bytes;
+        add_live(Arena::Disk, kind, bytes);
+    }
+
     const MemCounts& reserved_bytes() const { return reserved; }
     const MemCounts& live_bytes() const { return live; }
     size_t peak_live(Arena a) const { return peak[(int)a]; }
@@ -131,7 +140,7 @@ class MemoryAccountant {
     void release_all() {
         for (Block& b : blocks) {
             if (checker) checker->untrack(b.ptr);
-            if (dry) continue;  // (nothing was allocated)
+            if (dry || b.arena == Arena::Disk) continue;  // (nothing was allocated)
             if (b.arena == Arena::Device) device_free(b.ptr);
             else host_free(b.ptr);
         }

@@ -12,7 +12,8 @@
 // (zero/run/calibration.h).
 //
 // Lanes are a rank's compute stream, its comm stream, its own thread (host),
-// its host-task worker and its delayed-update thread. An op waits for the ops
+// its host-task worker, its delayed-update thread and its disk I/O threads
+// (NVMe offload, zero/engine/disk_states.h). An op waits for the ops
 // before it on its lane and for those in `after`: the events its stream
 // waited on (stream_wait), or the one its host wait synchronised.
 #pragma once
@@ -26,7 +27,7 @@
 
 #include "zero/base/stream_check.h"
 
-enum class Lane : int { Compute, Comm, Host, Worker, Update, COUNT };
+enum class Lane : int { Compute, Comm, Host, Worker, Update, Disk, COUNT };
 constexpr int NUM_LANES = (int)Lane::COUNT;
 
 struct StepOp {
@@ -90,11 +91,12 @@ class OpRecorder {
     void wait(Lane lane, int on) {
         if (on >= 0) waits[(int)lane].push_back(on);
     }
-    // the rank's thread waits for op `on` (an event or a stream synchronised, a task waited for)
+    // the thread host work runs on now waits for op `on` (an event or a stream synchronised, a task
+    // waited for, a disk read)
     void host_wait(int on) {
         if (on < 0) return;
         StepOp op;
-        op.kind = "host_wait", op.lane = Lane::Host, op.after = {on};
+        op.kind = "host_wait", op.lane = host_lane, op.after = {on};
         add(op);
     }
 
@@ -129,7 +131,7 @@ class OpRecorder {
         --it;
         return (uint64_t)p < it->first + it->second;
     }
-    int last[NUM_LANES] = {-1, -1, -1, -1, -1};
+    int last[NUM_LANES] = {-1, -1, -1, -1, -1, -1};
     std::vector<int> waits[NUM_LANES];
     uint64_t next_device = 0x400000000000ull, next_host = 0x100000000000ull;  // 64 TiB, 16 TiB
     std::map<uint64_t, size_t> device_ranges, host_ranges;
@@ -145,7 +147,8 @@ class OpRecorder {
 // made, an upload before the host work it carries) fails here.
 inline void check_op_order(const OpRecorder& rec, int rank) {
     static const char* lane_names[NUM_LANES] = {"the compute lane", "the comm lane", "the rank's thread",
-                                                "the host-task worker", "the delayed update's thread"};
+                                                "the host-task worker", "the delayed update's thread",
+                                                "the disk's I/O threads"};
     StreamChecker c(rank);
     int agent[NUM_LANES];
     for (int l = 0; l < NUM_LANES; l++) agent[l] = l == (int)Lane::Host ? c.thread : c.add_agent(lane_names[l]);

@@ -377,9 +377,7 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     // optim_rank<r>.bin: every rank of the grid its slices of master, m, v
     size_t n = zero.optimizer_numel();
     std::vector<float> w(n), m(n), v(n);
-    zero.copy_to_host(w.data(), zero.master_weights(), n * sizeof(float));
-    zero.copy_to_host(m.data(), zero.adam_m_state(), n * sizeof(float));
-    zero.copy_to_host(v.data(), zero.adam_v_state(), n * sizeof(float));
+    zero.read_states(w.data(), m.data(), v.data());
     const float* arrays[3] = {w.data(), m.data(), v.data()};
     const int pp = std::max(1, pipeline.stages());
     write_optim_file(dir,
@@ -436,9 +434,7 @@ std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero
     float* arrays[3] = {w.data(), m.data(), v.data()};
     read_optim_files(dir, zero.layout, h.world, h.tp, old_pipeline, zero.plan, zero.stage, zero.rank, zero.tp_rank,
                      arrays);
-    zero.copy_to_device(zero.master_weights(), w.data(), n * sizeof(float));
-    zero.copy_to_device(zero.adam_m_state(), m.data(), n * sizeof(float));
-    zero.copy_to_device(zero.adam_v_state(), v.data(), n * sizeof(float));
+    zero.write_states(w.data(), m.data(), v.data());
     zero.adam_t = rs.adam_t;
     zero.refresh_params_from_master();
     return dir;

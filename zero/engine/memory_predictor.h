@@ -19,7 +19,9 @@
 // parameter offload (the host slices are the parameters) and with the delayed
 // parameter update, which keeps a host copy, s Psi / N, and a second host
 // gradient buffer, s Psi / N: the one the pending AdamW reads, live from its
-// step's end to the next step's.
+// step's end to the next step's. With NVMe offload the last units' K-byte
+// states are on disk instead (their file, K Psi_disk / N, counted in the disk
+// arena), the rest on the host, and the host holds the disk's ring of tiles.
 //
 // With pipeline parallelism the prediction is one stage's (pp_stage): Psi is
 // its units' (the last stage's include its copy of the tied embeddings), the
@@ -33,6 +35,7 @@
 #include <cstdio>
 
 #include "zero/base/memory.h"
+#include "zero/engine/disk_states.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
@@ -69,6 +72,10 @@ struct MemoryQuery {
     int micro_steps = 1;  // gradient accumulation
     bool offload_optimizer = false;
     bool offload_param = false;
+    bool offload_nvme = false;     // --offload_optimizer nvme: the states' share nvme_fraction on disk
+    double nvme_fraction = 1;
+    int nvme_buffers = 4;          // the disk's ring: tiles in flight
+    size_t nvme_tile_numel = 4u << 20;
     bool offload_grad_accum_device = false;  // offload, stages 2-3: accumulate micro-steps on the device
     bool offload_delay = false;  // the delayed parameter update, in its steady state (steps after W + 1)
     bool offload_activations = false;
@@ -140,6 +147,16 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double comm = q.stage < 2 ? 0 : slice * s;  // the reduce-scatter's landing slice
     // --- model states, host (offload)
     double host_optimizer = off_opt ? ZERO_K * psi / N : 0;
+    double disk_optimizer = 0;  // NVMe offload: the states' file, the host keeping the rest and the ring
+    if (off_opt && q.offload_nvme) {
+        const ShardPlan::DiskSplit d = plan.disk_split(q.nvme_fraction, q.nvme_tile_numel);
+        std::vector<DiskTile> tiles;
+        size_t largest = 0;
+        for (size_t t = 0; t < d.tile_numel.size(); t++)
+            tiles.push_back({d.tile_offset[t], d.tile_numel[t]}), largest = std::max(largest, d.tile_numel[t]);
+        host_optimizer = ZERO_K * d.begin + DiskStates::ring_bytes(q.nvme_buffers, largest);
+        disk_optimizer = DiskStates::file_bytes(tiles);
+    }
     double host_grads = off_opt && !grads_down_in_step ? psi / N * s : 0;
     // the delayed update: the last step's gradients, which its AdamW reads during this step
     double pending_grads = off_opt && q.offload_delay ? psi / N * s : 0;
@@ -204,6 +221,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     set(p.reserved, H, MemKind::Params, host_params);
     set(p.reserved, H, MemKind::Grads, host_grads + pending_grads);
     set(p.reserved, H, MemKind::Optimizer, host_optimizer);
+    set(p.reserved, Arena::Disk, MemKind::Optimizer, disk_optimizer);
     set(p.reserved, H, MemKind::Activations, host_acts);
     set(p.reserved, H, MemKind::Comm, host_comm);
 
@@ -223,6 +241,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
         set(*m, D, MemKind::Optimizer, optimizer);
         set(*m, H, MemKind::Params, host_params);
         set(*m, H, MemKind::Optimizer, host_optimizer);
+        set(*m, Arena::Disk, MemKind::Optimizer, disk_optimizer);
     }
     set(p.after_forward, D, MemKind::Params, params_resident + held_units);
     set(p.after_forward, D, MemKind::Activations, acts + loss_sums);
@@ -247,7 +266,7 @@ inline void print_memory_prediction(const MemoryQuery& q, const MemoryPrediction
     const double MiB = 1048576.0;
     fprintf(out, "predicted memory per rank: stage %d, %d rank(s), %zu-byte compute dtype, B=%d T=%d, recompute %d%s%s%s%s%s\n",
             q.stage, q.world, q.dtype_bytes, q.micro_batch, q.seq_len, q.recompute,
-            q.offload_optimizer ? ", optimizer offload" : "",
+            q.offload_optimizer ? (q.offload_nvme ? ", optimizer offload to nvme" : ", optimizer offload") : "",
             q.offload_optimizer && q.stage >= 2 && q.offload_grad_accum_device
                 ? " (gradients accumulated on the device)" : "",
             q.offload_delay ? ", delayed parameter update" : "",

@@ -1,5 +1,6 @@
 // Optimizer offload (ZeRO-Offload): a rank's fp32 master weights and Adam
-// moments in pinned host memory, updated there by the CPU AdamW, with each
+// moments in pinned host memory (or on disk, a tile at a time: ZeRO-Infinity's
+// NVMe offload, disk_states.h), updated there by the CPU AdamW, with each
 // unit's reduced gradient slice brought down and its new parameters sent up
 // around it; and stage 3's parameter offload. The engine (zero_engine.h)
 // calls it from its hooks and its step. Why each path is shaped as it is:
@@ -21,21 +22,28 @@
 #include "kernels/kernels.h"
 #include "zero/base/memory.h"
 #include "zero/comm/comm.h"
+#include "zero/engine/disk_states.h"
 #include "zero/engine/host_tasks.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
-// Where a rank's fp32 master weights and Adam moments live.
-enum class StateHome { Device, Host };
+// Where a rank's fp32 master weights and Adam moments live: Disk is the
+// NVMe offload, the CPU AdamW's states read from files a tile at a time
+// (disk_states.h), a share of them (whole units) kept in host memory.
+enum class StateHome { Device, Host, Disk };
 // Stage 3: where the compute-dtype parameter slices live between their gathers.
 enum class ParamHome { Device, Host };
 // With the states on the host, where a step's gradient slices add up over its micro-steps.
 enum class GradSums { Host, Device };
 
 // What the run asked for: --offload_optimizer, --offload_param,
-// --offload_grad_accum, --offload_delay_steps.
+// --offload_grad_accum, --offload_delay_steps, --nvme_*.
 struct OffloadPolicy {
     StateHome states = StateHome::Device;
+    DiskConfig disk;                     // StateHome::Disk: the directory and its I/O
+    double disk_fraction = 1;            // the states' share on disk (the last units), the rest in host memory
+    size_t disk_tile_numel = 4u << 20;   // a tile: elements of each state the disk moves at a time
+    bool on_cpu() const { return states != StateHome::Device; }  // the CPU AdamW updates the states
     ParamHome params = ParamHome::Device;
     GradSums sums = GradSums::Host;
     int delay_steps = 0;  // W > 0: ZeRO-Offload's delayed parameter update, after W steps
@@ -92,11 +100,14 @@ class HostOptimizer {
     // norm_counts which of them the global norm counts on this rank; keys: a
     // unit's offset in the whole model's buffer minus its offset in `plan`
     // (the stochastic rounding's key, zero_engine.h); master, m, v: the host
-    // states; shard: stage 3's parameter slices (on the host with ParamHome::Host).
+    // states in host memory, and `disk` the rest (NVMe offload, from
+    // split.begin; else null); shard: stage 3's parameter slices (on the host
+    // with ParamHome::Host).
     HostOptimizer(const OffloadPolicy& policy, int stage_, int micro_steps_, const ShardPlan& plan_,
                   const std::vector<ShardPiece>& pieces_, const std::vector<ShardPiece>& norm_pieces_,
                   std::vector<char> norm_counts_, std::vector<size_t> key_shift_, float* master_, float* m_, float* v_,
-                  T* shard, MemoryAccountant& mem_, Comm& comm_, Stream comm_stream_, int cpu_threads)
+                  DiskStates* disk_, const ShardPlan::DiskSplit& split_, T* shard, MemoryAccountant& mem_, Comm& comm_,
+                  Stream comm_stream_, int cpu_threads)
         : grads_down(stage_ < 2 || policy.sums == GradSums::Host ? GradsDown::AsReduced
                      : policy.delay_steps > 0                   ? GradsDown::AtLastMicroStep
                                                                 : GradsDown::InStep),
@@ -105,7 +116,8 @@ class HostOptimizer {
                                                      : ParamsUp::ThroughLanding),
           stage(stage_), micro_steps(micro_steps_), delay_steps(policy.delay_steps), plan(plan_), pieces(pieces_),
           norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), key_shift(std::move(key_shift_)),
-          master(master_), adam_m(m_), adam_v(v_), mem(mem_), comm(comm_), comm_stream(comm_stream_),
+          master(master_), adam_m(m_), adam_v(v_), disk(disk_), disk_buffers(policy.disk.buffers), split(split_),
+          mem(mem_), comm(comm_), comm_stream(comm_stream_),
           cpu_adam(dry_recorder() ? nullptr : std::make_unique<CpuAdamW>(cpu_threads)) {  // (none in a dry run)
         CHECK(policy.params == ParamHome::Device || stage == 3, "internal: parameter offload needs stage 3");
         CHECK(policy.delay_steps == 0 || policy.params == ParamHome::Device,
@@ -337,6 +349,9 @@ class HostOptimizer {
     float* const master;
     float* const adam_m;
     float* const adam_v;
+    DiskStates* const disk;
+    const int disk_buffers;  // its ring
+    const ShardPlan::DiskSplit& split;
     MemoryAccountant& mem;
     Comm& comm;
     const Stream comm_stream;
@@ -394,6 +409,7 @@ class HostOptimizer {
     // The CPU AdamW of unit u's pieces, from its host gradient slice `g` into
     // master, m, v and its compute-dtype slice `out`.
     void adamw_unit(int u, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
+        if (disk && u >= split.first_unit) return adamw_tiles(u, s, oc, g, out);
         const size_t o = plan.shard_offset[u], n = plan.slice_numel(u);
         long numel = 0;
         for (const ShardPiece& p : pieces) numel += p.unit == u ? (long)p.numel : 0;
@@ -408,5 +424,40 @@ class HostOptimizer {
                                          g + at, out + at, p.numel, st, p.full_offset + key_shift[p.unit]);
                       }
                   });
+    }
+
+    // The same for a unit on disk, a tile at a time: its states come into the
+    // disk's ring (read ahead while the CPU updates the tile before) and go
+    // back (written behind). AdamW is element by element, so a tile's update
+    // is the unit's, bit for bit. The last unit's last tile starts the reads
+    // of the next step's first tiles, which then overlap its forward and backward.
+    void adamw_tiles(int u, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
+        const size_t o = plan.shard_offset[u];
+        for (int t = split.first_tile[u]; t < split.first_tile[u + 1]; t++) {
+            const size_t a = split.begin + split.tile_offset[t], n = split.tile_numel[t];  // shard offsets [a, a + n)
+            const DiskStates::View st = disk->begin(t);
+            long numel = 0;
+            for (const ShardPiece& p : pieces)
+                if (p.unit == u)
+                    numel += (long)std::max<ptrdiff_t>(0, (ptrdiff_t)std::min(a + n, p.shard_offset + p.numel) -
+                                                              (ptrdiff_t)std::max(a, p.shard_offset));
+            host_work(typed_kind<T>("cpu_adamw"), numel,
+                      {reads(g + (a - o), n), writes(st.master, n), writes(st.m, n), writes(st.v, n),
+                       writes(out + (a - o), n)},
+                      [=] {
+                          AdamWStep sp = s;
+                          for (const ShardPiece& p : pieces) {
+                              const size_t lo = std::max(a, p.shard_offset);
+                              const size_t hi = std::min(a + n, p.shard_offset + p.numel);
+                              if (p.unit != u || lo >= hi) continue;
+                              sp.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+                              cpu_adam->step(st.master + (lo - a), st.m + (lo - a), st.v + (lo - a), g + (lo - o),
+                                             out + (lo - o), hi - lo, sp, p.full_offset + key_shift[u] + (lo - p.shard_offset));
+                          }
+                      });
+            disk->end(t);
+        }
+        if (u == plan.num_units() - 1)
+            for (int t = 0; t < std::min(disk_buffers, disk->num_tiles()); t++) disk->prefetch(t);
     }
 };

@@ -3,10 +3,13 @@
 // Adam moments (all of them at stage 0, its slices otherwise), where each
 // piece of them sits, and how they are filled -- from a seed, a model file, a
 // checkpoint's masters. ZeroEngine (zero_engine.h) is built on it and decides
-// what moves when (zero/README.md, "Units, slices, pieces").
+// what moves when (zero/README.md, "Units, slices, pieces"). With NVMe offload
+// the states of the last units live on disk (disk_states.h) and are read and
+// written only through read_states / write_states and the CPU AdamW's tiles.
 #pragma once
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -14,16 +17,18 @@
 #include "zero/base/memory.h"
 #include "zero/base/rng.h"
 #include "zero/comm/comm.h"
+#include "zero/engine/offload.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
 
 template <typename T>
 class RankState {
   public:
-    // comm: the data group; states, params: the arenas of the fp32 states and
-    // (stage 3) of the parameter slices: the host with offload (offload.h).
+    // comm: the data group; off: where the fp32 states and (stage 3) the
+    // parameter slices live (offload.h); file_rank: the rank's number in the
+    // whole grid, which names its states' file with NVMe offload.
     RankState(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& ctx_, int stage_,
-              uint64_t seed_, int tp_rank_, Arena states, Arena params)
+              uint64_t seed_, int tp_rank_, const OffloadPolicy& off, int file_rank)
         : layout(layout_), plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN), comm(comm_), mem(mem_), ctx(ctx_),
           stage(stage_), rank(comm_.rank), world(comm_.world), seed(seed_), tp_rank(tp_rank_) {
         std::string err = plan.validate();
@@ -34,12 +39,22 @@ class RankState {
         for (int u = 0; u < plan.num_units(); u++)
             key_shift.push_back(whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]);
         pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
+        const Arena states = off.on_cpu() ? Arena::Host : Arena::Device;
+        const Arena params = off.params == ParamHome::Host ? Arena::Host : Arena::Device;
         if (stage < 3) params_full = mem.allocate_array<T>(plan.full_numel, MemKind::Params, Arena::Device, "params", true);
         else params_shard = mem.allocate_array<T>(plan.shard_numel, MemKind::Params, params, "params_shard", true);
-        const size_t opt = optimizer_numel();
-        master = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "master_fp32", true);
-        adam_m = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "adam_m", true);
-        adam_v = mem.allocate_array<float>(opt, MemKind::Optimizer, states, "adam_v", true);
+        if (off.states == StateHome::Disk) {
+            split = plan.disk_split(off.disk_fraction, off.disk_tile_numel);
+            std::vector<DiskTile> tiles;
+            for (size_t t = 0; t < split.tile_offset.size(); t++) tiles.push_back({split.tile_offset[t], split.tile_numel[t]});
+            disk = std::make_unique<DiskStates>(off.disk, file_rank, tiles, mem);
+        } else {
+            split.begin = optimizer_numel();
+        }
+        const size_t kept = split.begin;  // the states in memory
+        master = mem.allocate_array<float>(kept, MemKind::Optimizer, states, "master_fp32", true);
+        adam_m = mem.allocate_array<float>(kept, MemKind::Optimizer, states, "adam_m", true);
+        adam_v = mem.allocate_array<float>(kept, MemKind::Optimizer, states, "adam_v", true);
     }
     RankState(const RankState&) = delete;
     RankState& operator=(const RankState&) = delete;
@@ -54,12 +69,27 @@ class RankState {
     const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
-    // Raw state, for checkpoints and tests. Master/m/v are indexed by the
-    // pieces' shard_offset (stage 0: the full offset); they may be host memory.
-    float* master_weights() { return master; }
-    float* adam_m_state() { return adam_m; }
-    float* adam_v_state() { return adam_v; }
+    // This rank's fp32 master, m and v (optimizer_numel() each, indexed by the
+    // pieces' shard_offset; stage 0: the full offset) into host arrays, or
+    // from them, wherever they live (checkpoints, tests). Outside a step.
     size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
+    void read_states(float* w, float* m, float* v) {
+        float* dst[3] = {w, m, v};
+        const float* src[3] = {master, adam_m, adam_v};
+        if (disk) disk->drain();
+        for (int s = 0; s < 3; s++) {
+            if (split.begin) copy_to_host(dst[s], src[s], split.begin * sizeof(float));
+            if (disk) disk->read(s, 0, optimizer_numel() - split.begin, dst[s] + split.begin);
+        }
+    }
+    void write_states(const float* w, const float* m, const float* v) {
+        const float* src[3] = {w, m, v};
+        float* dst[3] = {master, adam_m, adam_v};
+        for (int s = 0; s < 3; s++) {
+            if (split.begin) copy_to_device(dst[s], src[s], split.begin * sizeof(float));
+            if (disk) disk->write(s, 0, optimizer_numel() - split.begin, src[s] + split.begin);
+        }
+    }
 
     // fill(u, dst) writes the fp32 values of unit u's first plan.units[u].numel
     // elements (padding stays zero). From those the engine keeps what this rank
@@ -84,8 +114,19 @@ class RankState {
     // After loading master weights (checkpoint resume): rebuild the compute-dtype
     // copy exactly as the AdamW step that produced them wrote it.
     void refresh_params_from_master() {
-        for (const ShardPiece& p : pieces)
-            write_rounded(own_params(p), master + p.shard_offset, p.numel, rounding_seed(adam_t), key(p));
+        std::vector<float> read;  // masters on disk, a chunk at a time
+        for (const ShardPiece& p : pieces) {
+            if (p.shard_offset < split.begin) {
+                write_rounded(own_params(p), master + p.shard_offset, p.numel, rounding_seed(adam_t), key(p));
+                continue;
+            }
+            for (size_t b = 0; b < p.numel; b += 1 << 20) {
+                const size_t n = std::min<size_t>(1 << 20, p.numel - b);
+                read.resize(n);
+                disk->read(0, p.shard_offset - split.begin + b, n, read.data());
+                write_rounded(own_params(p) + b, read.data(), n, rounding_seed(adam_t), key(p) + b);
+            }
+        }
         if (stage == 1 || stage == 2)
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
         stream_sync(ctx.stream);
@@ -126,9 +167,11 @@ class RankState {
     std::vector<size_t> key_shift;   // (units): the whole model's full offset minus this plan's
     T* params_full = nullptr;        // stages 0-2: (full_numel)
     T* params_shard = nullptr;       // stage 3: (shard_numel), on the host with parameter offload
-    float* master = nullptr;         // fp32 master, Adam m and v: (optimizer_numel), host with offload
+    float* master = nullptr;         // fp32 master, Adam m and v: (split.begin), host with offload
     float* adam_m = nullptr;
     float* adam_v = nullptr;
+    ShardPlan::DiskSplit split;          // NVMe offload: [split.begin, optimizer_numel) on disk; else begin = all
+    std::unique_ptr<DiskStates> disk;    // NVMe offload's files, or null
 
     // A piece's stochastic-rounding key: its offset in the whole model's buffer.
     size_t key(const ShardPiece& p) const { return p.full_offset + key_shift[p.unit]; }
@@ -151,7 +194,13 @@ class RankState {
         size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
         // fp32 masters of what this rank updates, at their optimizer offsets
         if (stage == 0) copy_to_device(master + F, values, P * sizeof(float));
-        else copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
+        else if (!disk || u < split.first_unit) copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
+        else {  // on disk, with m and v starting at zero
+            const std::vector<float> zeros(slice, 0.0f);
+            disk->write(0, plan.shard_offset[u] - split.begin, slice, values + rank * slice);
+            disk->write(1, plan.shard_offset[u] - split.begin, slice, zeros.data());
+            disk->write(2, plan.shard_offset[u] - split.begin, slice, zeros.data());
+        }
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
         size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;

@@ -65,9 +65,8 @@ class ZeroEngine : public RankState<T> {
     // several, else null.
     ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_,
                const ZeroConfig& cfg, Comm* tensor_ = nullptr, Comm* pipe_ = nullptr, Comm* tied_ = nullptr)
-        : State(layout_, comm_, mem_, compute_, cfg.stage, cfg.seed, tensor_ ? tensor_->rank : 0,
-                cfg.offload.states == StateHome::Host ? Arena::Host : Arena::Device,
-                cfg.offload.params == ParamHome::Host ? Arena::Host : Arena::Device),
+        : State(layout_, comm_, mem_, compute_, cfg.stage, cfg.seed, tensor_ ? tensor_->rank : 0, cfg.offload,
+                comm_.rank + comm_.world * ((tensor_ ? tensor_->rank : 0) + layout_.tp * (pipe_ ? pipe_->rank : 0))),
           micro_steps(cfg.micro_steps), tensor(tensor_), pipe(pipe_), tied(tied_) {
         CHECK((layout.tp > 1) == (tensor != nullptr) && (!tensor || tensor->world == layout.tp),
               "internal: a tensor-parallel layout needs its tensor group, and only it");
@@ -75,7 +74,7 @@ class ZeroEngine : public RankState<T> {
                   (!tied || (layout.has_embed() && tied->world == 2)),
               "internal: a pipeline stage's layout needs its pipeline group, and only it");
         const OffloadPolicy& off = cfg.offload;
-        const bool states_on_host = off.states == StateHome::Host, params_on_host = off.params == ParamHome::Host;
+        const bool states_on_host = off.on_cpu(), params_on_host = off.params == ParamHome::Host;
         CHECK(!states_on_host || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3");
         CHECK(!params_on_host || (stage == 3 && states_on_host), "parameter offload needs ZeRO stage 3 and optimizer offload");
         CHECK(off.delay_steps == 0 || (states_on_host && !params_on_host),
@@ -89,8 +88,8 @@ class ZeroEngine : public RankState<T> {
             std::vector<char> counts;
             for (const ShardPiece& p : norm_pieces) counts.push_back(!counted_elsewhere(p));
             host = std::make_unique<HostOptimizer<T>>(off, stage, micro_steps, plan, pieces, norm_pieces, counts,
-                                                      key_shift, master, adam_m, adam_v, params_shard, mem, comm,
-                                                      comm_stream, cfg.cpu_threads);
+                                                      key_shift, master, adam_m, adam_v, State::disk.get(), State::split,
+                                                      params_shard, mem, comm, comm_stream, cfg.cpu_threads);
         }
         if (!host || !host->grads_on_host())
             norm_partials = (float*)mem.allocate(norm_pieces.size() * sizeof(float), MemKind::Scratch, Arena::Device, "norm_partials", false);

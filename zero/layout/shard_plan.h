@@ -144,6 +144,38 @@ struct ShardPlan {
         return out;
     }
 
+    // NVMe offload's share of a rank's fp32 states (zero/engine/disk_states.h):
+    // the last units' slices, as many as keep the disk's share of the shard at
+    // most `fraction` (whole units: a unit's AdamW reads its states from one
+    // place), each cut into tiles of at most `tile` elements, the unit the CPU
+    // AdamW updates and the disk moves at a time. Shard offsets [begin,
+    // shard_numel) are on disk, tile t at [begin + tile_offset[t], + tile_numel[t]).
+    struct DiskSplit {
+        int first_unit = 0;                       // units first_unit.. are on disk
+        size_t begin = 0;                         // their first shard offset: the host keeps [0, begin)
+        std::vector<size_t> tile_offset, tile_numel;  // (tiles), from begin
+        std::vector<int> first_tile;              // (units + 1): unit u's tiles are first_tile[u] .. first_tile[u + 1]
+    };
+    DiskSplit disk_split(double fraction, size_t tile) const {
+        DiskSplit d;
+        d.first_unit = num_units();
+        size_t on_disk = 0;
+        while (d.first_unit > 0 && on_disk + slice_numel(d.first_unit - 1) <= fraction * (double)shard_numel)
+            on_disk += slice_numel(--d.first_unit);
+        d.begin = shard_numel - on_disk;
+        d.first_tile.assign(num_units() + 1, 0);
+        for (int u = 0; u < num_units(); u++) {
+            d.first_tile[u] = (int)d.tile_offset.size();
+            if (u < d.first_unit) continue;
+            for (size_t at = 0; at < slice_numel(u); at += tile) {
+                d.tile_offset.push_back(shard_offset[u] - d.begin + at);
+                d.tile_numel.push_back(std::min(tile, slice_numel(u) - at));
+            }
+        }
+        d.first_tile[num_units()] = (int)d.tile_offset.size();
+        return d;
+    }
+
     // Empty when the world size fits the plan; otherwise a one-line explanation.
     // A world larger than some unit's element count cannot give every rank a part
     // of that unit however it is cut, so it is refused. (Alignment alone may leave

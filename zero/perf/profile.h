@@ -48,6 +48,7 @@ struct Profile {
     double pcie_gbs = 0, pcie_latency_us = 0, host_memory_gib = 0;
     double cpu_adamw_params_per_s = 0;  // spec: the host's AdamW over all its cores
     double host_gbs = 0;                // spec: host memory bandwidth (host adds, norms)
+    double disk_read_gbs = 0, disk_write_gbs = 0;  // NVMe offload's disk, sequential (--calibrate on --nvme_path)
     std::string efficiency_from;        // spec: the profile whose kernel efficiencies apply (followed to a measured one)
     std::map<std::string, double> efficiency;  // spec: a kernel kind's efficiency measured elsewhere (before efficiency_from)
     // spec: the kernels' level from a published step of one device: the trainer's flags for that run, its rate
@@ -111,6 +112,10 @@ inline Profile load_profile(const std::string& path) {
         num(*h, "memory_gib", p.host_memory_gib);
         num(*h, "cpu_adamw_params_per_s", p.cpu_adamw_params_per_s);
         num(*h, "memory_gbs", p.host_gbs);
+    }
+    if (const JsonValue* d = j.find("disk")) {
+        num(*d, "read_gbs", p.disk_read_gbs);
+        num(*d, "write_gbs", p.disk_write_gbs);
     }
     if (const JsonValue* a = j.find("anchor")) {
         str(*a, "flags", p.anchor_flags);
@@ -188,6 +193,11 @@ inline void save_profile(const Profile& p, const std::string& path) {
              p.name.c_str(), p.about.c_str(), p.synchronous ? "true" : "false", p.device.c_str(), p.dtype.c_str(),
              p.cores, p.peak_tflops, p.hbm_gbs, p.memory_gib);
     std::string text = line;
+    if (p.disk_read_gbs > 0) {
+        snprintf(line, sizeof(line), "  \"disk\": {\"read_gbs\": %.6g, \"write_gbs\": %.6g},\n", p.disk_read_gbs,
+                 p.disk_write_gbs);
+        text += line;
+    }
     const char* names[2] = {"kernels", "collectives"};
     const std::map<std::string, std::map<std::string, double>>* tables[2] = {&p.kernels, &p.collectives};
     for (int t = 0; t < 2; t++) {

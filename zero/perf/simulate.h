@@ -57,6 +57,7 @@ inline const char* op_category(const StepOp& op) {
     if (op.p2p()) return "pipeline sends and receives";
     if (op.collective()) return op.group == "tensor" ? "tensor-parallel collectives" : "data-parallel collectives";
     if (op.transfer()) return "host transfers";
+    if (op.kind == "disk_read" || op.kind == "disk_write") return "disk reads and writes";
     if (b == "cpu_adamw" || b == "host_add" || b == "host_sumsq") return "CPU optimizer and host adds";
     return "compute";
 }
@@ -69,7 +70,7 @@ inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>&
     const int P = (int)stages.size();
     struct Rank {
         std::vector<double> end;
-        double lane_free[5] = {0, 0, 0, 0, 0}, host = 0;
+        double lane_free[NUM_LANES] = {}, host = 0;
         size_t next = 0;
         int scalars = 0;  // pipeline-group scalars passed
         std::vector<double> step_end;

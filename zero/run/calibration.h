@@ -7,8 +7,10 @@
 // once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
 // its own, the others waiting), in batches (zero/perf/calibrate.h); the
 // collectives are timed in an emulated world of the run's size and groups.
-// Nothing here looks at a step's time. Shapes already in FILE are not timed
-// again, so one file can gather many runs' shapes.
+// With NVMe offload the disk's plain read and write rates are measured on
+// --nvme_path (its reads and writes are not captured). Nothing here looks at
+// a step's time. Shapes already in FILE are not timed again, so one file can
+// gather many runs' shapes.
 #pragma once
 
 #include <map>
@@ -163,6 +165,10 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
         timed += (int)fresh.size();
     }
     measure_ceilings<T>(p, cores);
+    if (run.nvme && p.disk_read_gbs == 0) {  // NVMe offload: its disk's plain sequential rates (disk_states.h)
+        bool direct = false;
+        plain_disk_rates(o.nvme_path + "/calibrate_disk.bin", (size_t)1 << 30, direct, p.disk_write_gbs, p.disk_read_gbs);
+    }
     save_profile(p, path);
     fprintf(log, "calibrated %d operations (%d ranks at once, %d thread(s) each) in %.1f s into %s\n", timed, at_once,
             threads, clock.seconds(), path.c_str());

@@ -323,20 +323,52 @@ void apply_scheduler(Section& top, TrainOptions& o) {
     sch.finish();
 }
 
-void apply_offload(Section& z, const char* key, std::string& out) {
-    Section off = z.section(key);
-    if (!off.present()) return;
-    std::string device;
-    if (off.get_string("device", device)) {
-        if (device == "cpu" || device == "none") out = device;
-        else if (device == "nvme")
-            off.unsupported(*off.get("device"), "device", "offload goes to cpu (pinned host memory) or none");
-        else off.bad(*off.get("device"), "device", "\"cpu\" or \"none\"");
-    }
+void read_pin_memory(Section& off) {
     bool pin = true;
     if (off.get_bool("pin_memory", pin) && !pin)
         note(off.notes(), "DeepSpeed key %s = false: host buffers are always pinned here",
              off.name("pin_memory").c_str());
+}
+
+// offload_optimizer: none, cpu, or nvme with the states' directory and ring of
+// buffers (the aio section, apply_aio, tunes the disk's requests)
+void apply_offload_optimizer(Section& z, TrainOptions& o) {
+    Section off = z.section("offload_optimizer");
+    if (!off.present()) return;
+    std::string device;
+    if (off.get_string("device", device)) {
+        if (device != "cpu" && device != "none" && device != "nvme")
+            off.bad(*off.get("device"), "device", "\"cpu\", \"nvme\" or \"none\"");
+        o.offload_optimizer = device;
+    }
+    read_pin_memory(off);
+    if (o.offload_optimizer == "nvme") {  // from this device, or from a flag before a device "auto"
+        if (device == "nvme" && !off.has("nvme_path"))
+            fail("%s: DeepSpeed key %s is missing: device \"nvme\" needs the directory the optimizer states live in",
+                 off.get("device")->where().c_str(), off.name("nvme_path").c_str());
+        if (off.get_string("nvme_path", o.nvme_path) && o.nvme_path.empty())
+            off.bad(*off.get("nvme_path"), "nvme_path", "a directory on the disk");
+        if (!off.has("buffer_count")) o.nvme_buffers = 4;  // DeepSpeed's default
+        off.get_int("buffer_count", 1, 64, o.nvme_buffers, "an integer in 1..64");
+    }
+    off.finish();
+}
+
+// offload_param: none or cpu. Stage 3's parameter slices are read by every
+// forward and backward pass, so here they never go further than host memory.
+void apply_offload_param(Section& z, TrainOptions& o) {
+    Section off = z.section("offload_param");
+    if (!off.present()) return;
+    std::string device;
+    if (off.get_string("device", device)) {
+        if (device == "nvme")
+            off.unsupported(*off.get("device"), "device",
+                            "stage 3's parameter slices are read by every forward and backward pass, so they stay in "
+                            "host memory here: use offload_param.device \"cpu\" with offload_optimizer.device \"nvme\"");
+        if (device != "cpu" && device != "none") off.bad(*off.get("device"), "device", "\"cpu\" or \"none\"");
+        o.offload_param = device;
+    }
+    read_pin_memory(off);
     off.finish();
 }
 
@@ -348,11 +380,47 @@ void apply_zero(Section& top, TrainOptions& o) {
     if (!z.has("offload_param")) o.offload_param = "none";
     if (!z.present()) return;
     z.get_int("stage", 0, 3, o.zero_stage, "an integer 0, 1, 2 or 3");
-    apply_offload(z, "offload_optimizer", o.offload_optimizer);
-    apply_offload(z, "offload_param", o.offload_param);
+    apply_offload_optimizer(z, o);
+    apply_offload_param(z, o);
     bool cpu_offload = false;  // DeepSpeed's older spelling of offload_optimizer.device = cpu
     if (z.get_bool("cpu_offload", cpu_offload) && cpu_offload) o.offload_optimizer = "cpu";
     z.finish();
+}
+
+// aio: how the optimizer states on disk are read and written. It means
+// something only with offload_optimizer.device nvme; otherwise each key is a
+// note. With nvme, what the section leaves out is DeepSpeed's default.
+void apply_aio(Section& top, TrainOptions& o) {
+    Section aio = top.section("aio");
+    if (o.offload_optimizer != "nvme") {
+        aio.finish();
+        return;
+    }
+    // bytes per request, in whole 4 KiB pages (the disk's alignment), as --nvme_block_kib takes it
+    const char* block_expected = "a positive multiple of 4096 (bytes), at most 1073741824";
+    long long block = 0;
+    if (!aio.has("block_size")) o.nvme_block_kib = 1024;
+    if (aio.get_int("block_size", 1, 1LL << 30, block, block_expected)) {
+        if (block % 4096 != 0) aio.bad(*aio.get("block_size"), "block_size", block_expected);
+        o.nvme_block_kib = (int)(block / 1024);
+    }
+    if (!aio.has("queue_depth")) o.nvme_queue_depth = 8;
+    aio.get_int("queue_depth", 1, 1024, o.nvme_queue_depth, "an integer in 1..1024");
+    // intra_op_parallelism is thread_count's newer name: either, or both agreeing
+    int threads = 0, older = 0;
+    const bool has_threads = aio.get_int("intra_op_parallelism", 1, 64, threads, "an integer in 1..64");
+    const bool has_older = aio.get_int("thread_count", 1, 64, older, "an integer in 1..64");
+    if (has_threads && has_older && threads != older)
+        fail("%s: DeepSpeed keys aio.intra_op_parallelism (%d) and aio.thread_count (%d) are one setting "
+             "(thread_count is its older name); keep one", aio.get("thread_count")->where().c_str(), threads, older);
+    if (has_threads || has_older) o.nvme_threads = has_threads ? threads : older;
+    else if (!aio.has("intra_op_parallelism") && !aio.has("thread_count")) o.nvme_threads = 1;
+    bool gds = false;
+    if (aio.get_bool("use_gds", gds) && gds)
+        aio.unsupported(*aio.get("use_gds"), "use_gds",
+                        "GPUDirect Storage needs cuFile, which this trainer does not use: the states go from disk to "
+                        "pinned host memory and the CPU AdamW");
+    aio.finish();
 }
 
 void apply_activation_checkpointing(Section& top, TrainOptions& o) {
@@ -388,6 +456,7 @@ void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes) {
     apply_optimizer(top, o);
     apply_scheduler(top, o);
     apply_zero(top, o);
+    apply_aio(top, o);  // after apply_zero: it reads only with nvme offload
     apply_activation_checkpointing(top, o);
     top.finish();
 }

@@ -28,9 +28,20 @@
 //     WarmupDecayLR   warmup_max_lr -> -l, decay to 0 (-q 0; cosine here, linear there)
 //     WarmupCosineLR  cos_min_ratio -> -q
 //   zero_optimization.stage                   -z
-//   zero_optimization.offload_optimizer.device, offload_param.device
-//                                             --offload_optimizer, --offload_param
-//                                             (cpu or none; nvme is an error)
+//   zero_optimization.offload_optimizer.device
+//                                             --offload_optimizer (none, cpu or nvme)
+//   zero_optimization.offload_param.device    --offload_param (none or cpu; nvme is
+//                                             an error: stage 3's slices are read
+//                                             by every pass, so they stay in host
+//                                             memory beside states on disk)
+//   and with offload_optimizer.device nvme:
+//   offload_optimizer.nvme_path               --nvme_path (required)
+//   offload_optimizer.buffer_count            --nvme_buffers
+//   aio.block_size (bytes)                    --nvme_block_kib (block_size / 1024;
+//                                             a multiple of 4096)
+//   aio.queue_depth                           --nvme_queue_depth
+//   aio.intra_op_parallelism (or its older name thread_count)
+//                                             --nvme_threads
 //   activation_checkpointing.cpu_checkpointing true
 //                                             -r 2 --offload_activations 1
 //
@@ -38,16 +49,22 @@
 // DeepSpeed's default holds, not the flag's (stage 0 and no offload without
 // zero_optimization.stage; fp32 unless bf16 or fp16 is enabled; no clipping
 // without gradient_clipping; an Adam/AdamW section without lr, betas, eps or
-// weight_decay: 1e-3, (0.9, 0.999), 1e-8, 0). Without an optimizer section the
-// flags' AdamW settings stay (DeepSpeed then uses the client's optimizer).
+// weight_decay: 1e-3, (0.9, 0.999), 1e-8, 0; nvme offload without buffer_count
+// or aio keys: 4 buffers, 1 MiB blocks, queue depth 8, one thread). Without an
+// optimizer section the flags' AdamW settings stay (DeepSpeed then uses the
+// client's optimizer). --nvme_fraction has no DeepSpeed key (offload_optimizer.
+// ratio splits states between device and host, not host and disk): only the
+// flag sets it. Without nvme offload the aio section changes nothing (a note
+// per key).
 //
 // Every key DeepSpeed documents is known (deepspeed_keys.cpp's KNOWN_KEYS):
 // one this trainer has no use for (steps_per_print, zero_optimization.overlap_comm,
 // the bucket sizes, ...) gets a "note:" line on stderr saying why it has no
 // effect; a key DeepSpeed does not know ("stgae") is a one-line error naming the
 // nearest known key. A known key with a value this trainer cannot honour (nvme
-// offload, the Lamb optimizer, amsgrad, fp16 and bf16 both enabled), or a value
-// of the wrong JSON type ("stage": "3"), is a one-line error naming the key.
+// parameter offload, aio.use_gds true, the Lamb optimizer, amsgrad, fp16 and bf16
+// both enabled), or a value of the wrong JSON type ("stage": "3"), is a one-line
+// error naming the key.
 // The string "auto" (Hugging Face's placeholder) in place of a value means
 // "keep this trainer's value", with a note.
 //

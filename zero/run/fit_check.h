@@ -16,6 +16,9 @@
 // pipelined run fits if its fullest stage does.
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -33,6 +36,8 @@ struct MemoryCapacity {
     double device = 0;       // bytes the ranks of this process may use on this machine's device
     double host = 0;         // bytes of host memory available (margin taken off); 0: unknown
     double plan_host = 0;    // bytes of one rank's host in the plan: --host_memory, else `host`
+    double disk = 0;         // NVMe offload: bytes free on --nvme_path's disk (with this run's old files); 0: unknown
+    double plan_disk = 0;    // one rank's disk in the plan: --disk_memory, else `disk`
     double device_margin = 0, host_margin = 0;  // what was taken off, printed with a refusal
     bool shared = false;   // CPU build: this machine's "device" is its RAM, shared with the host arena
     bool planned = false;  // --device_memory: the plan's device is not this machine's
@@ -40,10 +45,33 @@ struct MemoryCapacity {
     std::string device_what;
 };
 
+inline std::string gib_text(double bytes) {
+    char b[32];
+    snprintf(b, sizeof(b), "%.2f GiB", bytes / 1073741824.0);
+    return b;
+}
+
 inline double host_available_bytes() { return proc_kb_field_bytes("/proc/meminfo", "MemAvailable"); }
+
+// Bytes free for NVMe offload's files under dir: the disk's free space plus
+// what the files of an earlier run there already hold (they are reused); 0 if
+// dir cannot be looked at (the disk's own checks then say why).
+inline double disk_free_bytes(const std::string& dir) {
+    struct statvfs fs;
+    if (dir.empty() || statvfs(dir.c_str(), &fs) != 0) return 0;
+    double free_b = (double)fs.f_bavail * fs.f_frsize;
+    for (int r = 0;; r++) {
+        struct stat st;
+        if (stat(disk_states_file(dir, r).c_str(), &st) != 0) break;
+        free_b += (double)st.st_blocks * 512;
+    }
+    return free_b;
+}
 
 inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     MemoryCapacity c;
+    if (o.offload_optimizer == "nvme") c.disk = c.plan_disk = disk_free_bytes(o.nvme_path);
+    if (o.disk_memory_mib > 0) c.plan_disk = o.disk_memory_mib * 1048576.0;
     const double host_total = host_available_bytes();
     c.host_margin = host_total > 0 ? HOST_MARGIN_BYTES + HOST_MARGIN_FRACTION * host_total : 0;
     c.host = host_total > 0 ? std::max(host_total - c.host_margin, 1.0) : 0;  // 0: unknown
@@ -71,21 +99,24 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     return c;
 }
 
-// One rank's predicted reserved bytes: device and host arenas (of the fullest
-// pipeline stage, each).
-inline void rank_need(const MemoryQuery& q, double& dev, double& host) {
+// One rank's predicted reserved bytes: device, host and disk arenas (of the
+// fullest pipeline stage, each).
+inline void rank_need(const MemoryQuery& q, double& dev, double& host, double* disk = nullptr) {
     dev = host = 0;
+    if (disk) *disk = 0;
     for (int s = 0; s < q.pp(); s++) {
         MemoryPrediction p = predict_memory(q.at_stage(s), SHARD_ALIGN);
         dev = std::max(dev, (double)p.reserved.total(Arena::Device));
         host = std::max(host, (double)p.reserved.total(Arena::Host));
+        if (disk) *disk = std::max(*disk, (double)p.reserved.total(Arena::Disk));
     }
 }
 
 // The plan: does one rank fit one device of the planned size (and its host part the host)?
 inline bool plan_fits(const MemoryQuery& q, const MemoryCapacity& cap) {
-    double dev, host;
-    rank_need(q, dev, host);
+    double dev, host, disk;
+    rank_need(q, dev, host, &disk);
+    if (cap.plan_disk > 0 && disk > cap.plan_disk) return false;
     if (cap.plan_host <= 0 && !cap.planned) return true;  // unknown: do not guess
     if (cap.shared && !cap.planned) return dev + host <= cap.plan_device;
     return dev <= cap.plan_device && (cap.plan_host <= 0 || host <= cap.plan_host);
@@ -93,8 +124,9 @@ inline bool plan_fits(const MemoryQuery& q, const MemoryCapacity& cap) {
 
 // This machine: do the `ranks` ranks of this process fit what it really has?
 inline bool machine_fits(const MemoryQuery& q, int ranks, const MemoryCapacity& cap) {
-    double dev, host;
-    rank_need(q, dev, host);
+    double dev, host, disk;
+    rank_need(q, dev, host, &disk);
+    if (cap.disk > 0 && ranks * disk > cap.disk) return false;
     if (cap.host <= 0) return true;
     return cap.shared ? ranks * (dev + host) <= cap.host : ranks * dev <= cap.device && ranks * host <= cap.host;
 }
@@ -105,7 +137,7 @@ struct FitOption {
     std::string flags;
     MemoryQuery q;
     int cost = 0;
-    double dev = 0, host = 0;
+    double dev = 0, host = 0, disk = 0;
     double seconds = 0;  // a step's predicted time, where a profile ranks them (zero/run/predict_report.h)
 };
 
@@ -119,22 +151,31 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
         for (int b = q.micro_batch; b >= 1; b /= 2) {
             if (q.micro_batch % b != 0) continue;
             for (int r = q.recompute; r <= 2; r++)
-                for (int off = 0; off <= 2; off++)  // none, optimizer, optimizer + parameters
+                for (int off = 0; off <= 4; off++)  // none, optimizer, optimizer + parameters; 3, 4: those with the states on disk
                     for (int more = 0; more < 4; more++) {  // activations offloaded (1), the gradient shard on the device (2)
                         const bool act = more & 1, acc = more & 2;
                         MemoryQuery a = q;
                         a.stage = z, a.micro_batch = b, a.micro_steps = q.micro_steps * (q.micro_batch / b);
                         a.recompute = r;
                         a.offload_optimizer = q.offload_optimizer || off >= 1;
-                        a.offload_param = q.offload_param || off >= 2;
+                        a.offload_param = q.offload_param || off == 2 || off == 4;
+                        const bool nvme = off >= 3 && !q.offload_nvme;  // the host is the bound: the states to disk
+                        if (off >= 3 && q.offload_nvme) continue;
+                        a.offload_nvme = q.offload_nvme || nvme;
                         a.offload_activations = q.offload_activations || act;
                         a.offload_grad_accum_device = q.offload_grad_accum_device || acc;
                         if ((a.offload_optimizer && z == 0) || (a.offload_param && z != 3) ||
                             (a.offload_activations && r != 2) || (a.offload_param && a.offload_delay) ||
                             (acc && (!a.offload_optimizer || z < 2)))
                             continue;  // not a valid run
-                        if (off >= 1 && q.offload_optimizer && off == 1) continue;
-                        if (off >= 2 && q.offload_param) continue;
+                        if (off == 1 && q.offload_optimizer) continue;
+                        if ((off == 2 || off == 4) && q.offload_param) continue;
+                        // on disk: the largest host share that fits, in quarters
+                        if (nvme) {
+                            bool found = false;
+                            for (double f : {0.25, 0.5, 0.75, 1.0})
+                                if (!found) a.nvme_fraction = f, found = ok(a);
+                        }
                         if ((act && q.offload_activations) || (acc && q.offload_grad_accum_device)) continue;
                         FitOption f;
                         f.q = a;
@@ -143,16 +184,21 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                         f.cost = (z - q.stage) + (z == 3 && q.stage < 3 ? 1 : 0) + halvings +
                                  (r > q.recompute ? (r == 1 ? 1 : 3) - (q.recompute == 1 ? 1 : 0) : 0) +
                                  (a.offload_optimizer && !q.offload_optimizer ? 4 : 0) +
-                                 (a.offload_param && !q.offload_param ? 4 : 0) +
+                                 (a.offload_param && !q.offload_param ? 4 : 0) + (nvme ? 2 : 0) +
                                  (a.offload_activations && !q.offload_activations ? 2 : 0) + (acc ? 1 : 0);
                         if (f.cost == 0 || !ok(a)) continue;
-                        rank_need(a, f.dev, f.host);
+                        rank_need(a, f.dev, f.host, &f.disk);
                         std::string fl;
                         if (z != q.stage) fl += " -z " + std::to_string(z);
                         if (b != q.micro_batch)
                             fl += " -b " + std::to_string(b) + " (x" + std::to_string(a.micro_steps) + " micro-steps)";
                         if (r != q.recompute) fl += " -r " + std::to_string(r);
-                        if (a.offload_optimizer != q.offload_optimizer) fl += " --offload_optimizer cpu";
+                        if (a.offload_optimizer != q.offload_optimizer || nvme) {
+                            fl += std::string(" --offload_optimizer ") + (a.offload_nvme ? "nvme --nvme_path DIR" : "cpu");
+                            char fr[40];
+                            snprintf(fr, sizeof(fr), " --nvme_fraction %g", a.nvme_fraction);
+                            if (nvme && a.nvme_fraction < 1) fl += fr;
+                        }
                         if (a.offload_param != q.offload_param) fl += " --offload_param cpu";
                         if (a.offload_activations != q.offload_activations) fl += " --offload_activations 1";
                         if (acc) fl += " --offload_grad_accum device";
@@ -201,8 +247,8 @@ inline void print_fit_options(const std::vector<FitOption>& options, const char*
     }
     printf("  these would make %s fit (cheapest first; all keep the tokens per step; memory per rank):\n", what);
     for (size_t i = 0; i < options.size() && i < (size_t)FIT_OPTIONS_SHOWN; i++)
-        printf("    %-62s device %8.2f GiB, host %8.2f GiB\n", options[i].flags.c_str(), options[i].dev / GiB,
-               options[i].host / GiB);
+        printf("    %-62s device %8.2f GiB, host %8.2f GiB%s\n", options[i].flags.c_str(), options[i].dev / GiB,
+               options[i].host / GiB, options[i].disk > 0 ? (", disk " + gib_text(options[i].disk)).c_str() : "");
 }
 
 // Both answers, one line each; true if the plan fits (the machine answered apart).
@@ -211,9 +257,14 @@ inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run, bool* 
     MemoryCapacity cap = memory_capacity(o);
     MemoryQuery q = run.memory_query(o);
     const int ranks = run.ranks_per_process;
-    double dev, host;
-    rank_need(q, dev, host);
+    double dev, host, disk;
+    rank_need(q, dev, host, &disk);
     bool plan = plan_fits(q, cap), machine = machine_fits(q, ranks, cap);
+    if (q.offload_nvme)
+        printf("per rank: %s of optimizer states on disk; %s has %s free for them%s\n", gib_text(disk).c_str(),
+               o.disk_memory_mib > 0 ? "the planned disk (--disk_memory)" : o.nvme_path.c_str(),
+               cap.plan_disk > 0 ? gib_text(cap.plan_disk).c_str() : "an unknown amount",
+               cap.plan_disk > 0 && disk * (o.disk_memory_mib > 0 ? 1 : ranks) > cap.plan_disk ? ": does NOT fit" : "");
     char planned_host[64] = "";
     if (cap.host_planned) snprintf(planned_host, sizeof(planned_host), " and a host of %.2f GiB (--host_memory)", cap.plan_host / GiB);
     printf("per rank: %.2f GiB device + %.2f GiB host, on a device of %.2f GiB (%s)%s: %s\n", dev / GiB, host / GiB,

@@ -90,9 +90,25 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag("-r", "--recompute", &O::recompute,
              "activation recomputation: 0 none, 1 GELU, 2 whole block from its input"),
         flag(nullptr, "--offload_optimizer", &O::offload_optimizer,
-             "none | cpu: fp32 master, Adam moments and gradient slices in host memory, CPU AdamW (stages 1-3)"),
+             "none | cpu | nvme: fp32 master, Adam moments and gradient slices in host memory, CPU AdamW "
+             "(stages 1-3); nvme: the master and moments in files under --nvme_path, read ahead of the CPU AdamW "
+             "and written behind it"),
+        flag(nullptr, "--nvme_path", &O::nvme_path,
+             "with --offload_optimizer nvme: the directory (on the disk) the optimizer states live in while training"),
+        flag(nullptr, "--nvme_fraction", &O::nvme_fraction,
+             "with --offload_optimizer nvme: the share of the optimizer states on disk, in whole units (the last "
+             "ones); the rest stay in host memory, so host and disk add up"),
+        flag(nullptr, "--nvme_buffers", &O::nvme_buffers,
+             "with --offload_optimizer nvme: tiles of states in flight between the disk and the CPU AdamW (pinned "
+             "host buffers of 3 x --nvme_tile_kib each; DeepSpeed's buffer_count)"),
+        flag(nullptr, "--nvme_tile_kib", &O::nvme_tile_kib,
+             "with --offload_optimizer nvme: KiB of each state (master, m, v) the CPU AdamW takes from the disk at a time"),
+        flag(nullptr, "--nvme_threads", &O::nvme_threads, "with --offload_optimizer nvme: I/O threads (aio's intra_op_parallelism)"),
+        flag(nullptr, "--nvme_block_kib", &O::nvme_block_kib, "with --offload_optimizer nvme: KiB per read or write request (aio's block_size)"),
+        flag(nullptr, "--nvme_queue_depth", &O::nvme_queue_depth,
+             "with --offload_optimizer nvme: requests in flight per I/O thread (aio's queue_depth)"),
         flag(nullptr, "--offload_param", &O::offload_param,
-             "none | cpu: stage 3's parameter slices in host memory (needs --offload_optimizer cpu)"),
+             "none | cpu: stage 3's parameter slices in host memory (needs --offload_optimizer cpu or nvme)"),
         flag(nullptr, "--offload_grad_accum", &O::offload_grad_accum,
              "host | device: with --offload_optimizer cpu at stages 2-3, where the gradient slices add up until "
              "the step: in host memory, each micro-step's going down as it is reduced; or in a device shard "
@@ -111,6 +127,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--host_memory", &O::host_memory_mib,
              "with --device_memory: MiB of host memory a rank may use on the planned machine, as given (0: this "
              "machine's available RAM less 4 GiB + 10%)"),
+        flag(nullptr, "--disk_memory", &O::disk_memory_mib,
+             "with --device_memory and --offload_optimizer nvme: MiB free on the planned machine's disk for a "
+             "rank's states (0: what --nvme_path's disk has free)"),
         flag(nullptr, "--mem_report", &O::mem_report,
              "1: per-rank memory after forward/backward/step and bytes communicated, each step (CSVs in -o too)"),
         flag(nullptr, "--estimate", &O::estimate, "1: print the predicted per-rank memory, check it fits this machine, and exit (status 1 if not)"),

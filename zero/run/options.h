@@ -44,13 +44,20 @@ struct TrainOptions {
     int pp_schedule_print = 0;         // 1: print the schedule and exit
     std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
     int recompute = 0;
-    std::string offload_optimizer = "none";  // none | cpu
+    std::string offload_optimizer = "none";  // none | cpu | nvme
+    // --offload_optimizer nvme: the states' directory, their share on disk (whole units, the rest in host
+    // memory), and the disk pipeline's ring, I/O threads, request size and depth (DeepSpeed's buffer_count
+    // and aio section)
+    std::string nvme_path;
+    double nvme_fraction = 1.0;
+    int nvme_buffers = 4, nvme_threads = 1, nvme_block_kib = 1024, nvme_queue_depth = 8, nvme_tile_kib = 16384;
     std::string offload_param = "none";      // none | cpu
     std::string offload_grad_accum = "host";  // host | device: where offloaded stages 2-3 add up micro-steps
     int offload_delay_steps = 0;  // W > 0: after W steps the CPU AdamW of each step overlaps the next (DPU)
     int offload_activations = 0;
     int partition_activations = 1;  // ZeRO-R's Pa with --tp and -r 2: a rank keeps 1/t of each saved layer input
     double device_memory_mib = 0;  // 0: the real device (GPU), or on the CPU build the machine's RAM
+    double disk_memory_mib = 0;    // with device_memory_mib and --offload_optimizer nvme: the planned disk's free space
     double host_memory_mib = 0;    // with device_memory_mib: the planned machine's host memory (0: this machine's)
     int mem_report = 0;
     int estimate = 0;

@@ -52,6 +52,10 @@ struct RunSetup {
     int ranks_per_process = 1;  // emulated ranks share this process's cores
     int micro_steps = 1;        // gradient accumulation
     bool offload_optimizer = false, offload_param = false, offload_activations = false;
+    bool nvme = false;         // --offload_optimizer nvme: the states' share nvme_fraction on disk
+    double nvme_fraction = 1;
+    DiskConfig disk;           // its directory and pipeline
+    size_t nvme_tile_numel = 0;  // elements of a tile
     bool offload_grad_accum_device = false;  // --offload_grad_accum device
     int offload_delay_steps = 0;             // --offload_delay_steps
     LaunchEnv launch;
@@ -74,6 +78,8 @@ struct RunSetup {
         q.recompute = o.recompute;
         q.micro_steps = micro_steps;
         q.offload_optimizer = offload_optimizer;
+        q.offload_nvme = nvme, q.nvme_fraction = nvme_fraction, q.nvme_buffers = disk.buffers;
+        q.nvme_tile_numel = nvme_tile_numel;
         q.offload_param = offload_param;
         q.offload_grad_accum_device = offload_grad_accum_device;
         q.offload_delay = offload_delay_steps > 0;
@@ -86,7 +92,8 @@ struct RunSetup {
         ZeroConfig z;
         z.stage = o.zero_stage;
         z.micro_steps = micro_steps;
-        z.offload.states = offload_optimizer ? StateHome::Host : StateHome::Device;
+        z.offload.states = nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device;
+        z.offload.disk = disk, z.offload.disk_fraction = nvme_fraction, z.offload.disk_tile_numel = nvme_tile_numel;
         z.offload.params = offload_param ? ParamHome::Host : ParamHome::Device;
         z.offload.sums = offload_grad_accum_device ? GradSums::Device : GradSums::Host;
         z.offload.delay_steps = offload_delay_steps;
@@ -157,7 +164,11 @@ inline DType parse_precision(const std::string& p) {
 inline bool parse_offload(const std::string& v, const char* flag) {
     if (v == "none") return false;
     if (v == "cpu") return true;
-    fail("%s must be none or cpu (got '%s'; nvme is not supported)", flag, v.c_str());
+    CHECK(v != "nvme" || strcmp(flag, "--offload_optimizer") == 0,
+          "%s nvme: stage 3's parameter slices are read by every forward and backward pass, so they stay in host "
+          "memory (--offload_param cpu), beside optimizer states on disk (--offload_optimizer nvme)", flag);
+    if (v == "nvme") return true;
+    fail("%s must be none, cpu or nvme (got '%s')", flag, v.c_str());
 }
 
 inline RunSetup make_run_setup(const TrainOptions& o) {
@@ -254,18 +265,36 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     r.offload_param = parse_offload(o.offload_param, "--offload_param");
     r.offload_activations = o.offload_activations != 0;
     CHECK(!r.offload_optimizer || o.zero_stage >= 1,
-          "--offload_optimizer cpu needs ZeRO stage 1, 2 or 3 (stage 0 keeps every state on every rank)");
+          "--offload_optimizer %s needs ZeRO stage 1, 2 or 3 (stage 0 keeps every state on every rank)",
+          o.offload_optimizer.c_str());
     CHECK(!r.offload_param || (o.zero_stage == 3 && r.offload_optimizer),
-          "--offload_param cpu needs -z 3 and --offload_optimizer cpu (the CPU updates the slices it holds)");
+          "--offload_param cpu needs -z 3 and --offload_optimizer cpu or nvme (the CPU updates the slices it holds)");
+    r.nvme = o.offload_optimizer == "nvme";
+    CHECK(!r.nvme || !o.nvme_path.empty(), "--offload_optimizer nvme needs --nvme_path DIR: a directory on the disk");
+    CHECK(o.nvme_fraction > 0 && o.nvme_fraction <= 1, "--nvme_fraction must be in (0, 1] (got %g)", o.nvme_fraction);
+    CHECK(o.nvme_buffers >= 1 && o.nvme_buffers <= 64 && o.nvme_threads >= 1 && o.nvme_threads <= 64 &&
+              o.nvme_queue_depth >= 1 && o.nvme_queue_depth <= 1024,
+          "--nvme_buffers and --nvme_threads must be in 1..64, --nvme_queue_depth in 1..1024");
+    CHECK(o.nvme_block_kib >= 4 && o.nvme_block_kib % 4 == 0 && o.nvme_block_kib <= (1 << 20),
+          "--nvme_block_kib must be a multiple of 4 KiB (the disk's alignment), at most 1 GiB (got %d)",
+          o.nvme_block_kib);
+    CHECK(o.nvme_tile_kib >= 4 && o.nvme_tile_kib % 4 == 0 && o.nvme_tile_kib <= (1 << 22),
+          "--nvme_tile_kib must be a multiple of 4 KiB, at most 4 GiB (got %d)", o.nvme_tile_kib);
+    CHECK(r.nvme || o.nvme_path.empty(), "--nvme_path is where --offload_optimizer nvme keeps its states (got "
+          "--offload_optimizer %s)", o.offload_optimizer.c_str());
+    r.nvme_fraction = o.nvme_fraction;
+    r.nvme_tile_numel = (size_t)o.nvme_tile_kib * 1024 / sizeof(float);
+    r.disk.dir = o.nvme_path, r.disk.buffers = o.nvme_buffers, r.disk.threads = o.nvme_threads;
+    r.disk.block_bytes = (size_t)o.nvme_block_kib << 10, r.disk.queue_depth = o.nvme_queue_depth;
     CHECK(o.offload_grad_accum == "host" || o.offload_grad_accum == "device",
           "--offload_grad_accum must be host or device (got '%s')", o.offload_grad_accum.c_str());
     r.offload_grad_accum_device = o.offload_grad_accum == "device";
     CHECK(!r.offload_grad_accum_device || r.offload_optimizer,
-          "--offload_grad_accum device needs --offload_optimizer cpu (without offload gradients always accumulate "
+          "--offload_grad_accum device needs --offload_optimizer cpu or nvme (without offload gradients always accumulate "
           "on the device)");
     CHECK(o.offload_delay_steps >= 0, "--offload_delay_steps must be 0 or more (got %d)", o.offload_delay_steps);
     CHECK(o.offload_delay_steps == 0 || r.offload_optimizer,
-          "--offload_delay_steps needs --offload_optimizer cpu (it delays the CPU AdamW's update)");
+          "--offload_delay_steps needs --offload_optimizer cpu or nvme (it delays the CPU AdamW's update)");
     CHECK(o.offload_delay_steps == 0 || !r.offload_param,
           "--offload_delay_steps cannot be used with --offload_param cpu (the host slices it updates are the "
           "parameters every forward gathers)");
@@ -294,6 +323,9 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "-v, -s and -g must be >= 0, -n >= -1, -m >= 1");
     CHECK(o.device_memory_mib >= 0, "--device_memory must be >= 0 MiB");
     CHECK(o.host_memory_mib >= 0, "--host_memory must be >= 0 MiB");
+    CHECK(o.disk_memory_mib >= 0, "--disk_memory must be >= 0 MiB");
+    CHECK(o.disk_memory_mib == 0 || o.device_memory_mib > 0,
+          "--disk_memory plans for another machine: give its device's memory too (--device_memory)");
     CHECK(o.host_memory_mib == 0 || o.device_memory_mib > 0,
           "--host_memory plans for another machine: give its device's memory too (--device_memory)");
     CHECK(!o.resume || !o.output_dir.empty(), "-y 1 (resume) needs -o, the directory holding the checkpoints");
