@@ -144,28 +144,42 @@ inline size_t optimizer_index(const ShardPlan& plan, int stage, int rank, int u,
     return plan.shard_offset[u] + (in_unit - (size_t)rank * plan.slice_numel(u));
 }
 
-// Writes this rank's slices of master, m and v (host copies of the optimizer
-// arrays of an engine with the given data plan and stage); h.rank = (s*d + dp)*h.tp + tp.
-inline void write_optim_file(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage,
-                             const float* const arrays[3]) {
+// Writes this rank's slices of master, m and v of an engine with the given
+// data plan and stage, a unit's slice at a time: read(a, i, n, dst) puts n
+// elements of array a (0 master, 1 m, 2 v) from optimizer index i into dst,
+// so that no copy of the whole shard is held. h.rank = (s*d + dp)*h.tp + tp.
+template <typename Read>
+void write_optim_file_from(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage, Read read) {
     const int dp = h.rank / h.tp % (h.world / (h.tp * header_pp(h)));  // the slice: this rank's place in its data group
     AtomicFile f(optim_file(dir, h.rank));
     f.write(&h, sizeof(h));
+    std::vector<float> slice;
     for (int a = 0; a < 3; a++)
         for (int u = 0; u < plan.num_units(); u++) {
-            size_t begin = (size_t)dp * plan.slice_numel(u);
-            f.write(arrays[a] + optimizer_index(plan, stage, dp, u, begin), plan.slice_numel(u) * sizeof(float));
+            slice.resize(plan.slice_numel(u));
+            read(a, optimizer_index(plan, stage, dp, u, (size_t)dp * plan.slice_numel(u)), slice.size(), slice.data());
+            f.write(slice.data(), slice.size() * sizeof(float));
         }
     f.commit();
 }
+// The same from host copies of the three arrays.
+inline void write_optim_file(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage,
+                             const float* const arrays[3]) {
+    write_optim_file_from(dir, h, plan, stage, [&](int a, size_t i, size_t n, float* dst) {
+        std::copy(arrays[a] + i, arrays[a] + i + n, dst);
+    });
+}
 
-// Fills the master/m/v arrays (host, for `plan` and `stage`) of data rank `dp`
-// and tensor rank `tp` of the grid of `layout` (its t and pipeline stage) from a
+// Gives the master/m/v (for `plan` and `stage`) of data rank `dp` and tensor
+// rank `tp` of the grid of `layout` (its t and pipeline stage) from a
 // checkpoint written by a grid of `old_world` ranks, `old_tp` per tensor group,
-// in the pipeline stages `old_pipeline` (none: one), whatever ZeRO stage they ran.
-inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
-                             const PipelinePlan& old_pipeline, const ShardPlan& plan, int stage, int dp, int tp,
-                             float* const arrays[3]) {
+// in the pipeline stages `old_pipeline` (none: one), whatever ZeRO stage they
+// ran, a unit's real elements at a time: write(a, i, n, src) takes n elements
+// of array a (0 master, 1 m, 2 v) for optimizer index i.
+template <typename Write>
+void read_optim_files_to(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
+                         const PipelinePlan& old_pipeline, const ShardPlan& plan, int stage, int dp, int tp,
+                         Write write) {
     const int old_pp = std::max(1, old_pipeline.stages());
     CHECK(old_tp >= 1 && old_world % (old_tp * old_pp) == 0,
           "checkpoint %s: %d ranks do not make a grid with --tp %d and %d pipeline stage(s)", dir.c_str(), old_world,
@@ -198,11 +212,13 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
         CHECK(file_size(files[k]) == expect, "%s is truncated: %zu bytes, expected %zu", paths[k].c_str(),
               file_size(files[k]), expect);
     }
+    std::vector<float> got;  // (3, hi - lo): one unit's
     for (int u = 0; u < plan.num_units(); u++) {
         // the real elements of unit u this rank keeps under its own plan
         size_t lo = stage == 0 ? 0 : (size_t)dp * plan.slice_numel(u);
         size_t hi = std::min(stage == 0 ? plan.padded[u] : lo + plan.slice_numel(u), plan.units[u].numel);
         if (lo >= hi) continue;
+        got.assign(3 * (hi - lo), 0.0f);
         // where the whole model's unit lived in the old grid: its stage, its number there
         const int g = layout.global_unit(u), os = old_pipeline.stage_of_unit(g, layout.cfg.num_layers);
         const ShardPlan& old = old_plans[os];
@@ -211,11 +227,20 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
             for (int arr = 0; arr < 3; arr++) {
                 size_t at = sizeof(CkptHeader) + ((size_t)arr * old.shard_numel + r.offset) * sizeof(float);
                 seek_to(files[r.file], at, paths[r.file]);
-                read_exact(files[r.file], arrays[arr] + optimizer_index(plan, stage, dp, u, r.at), r.n * sizeof(float),
+                read_exact(files[r.file], got.data() + arr * (hi - lo) + (r.at - lo), r.n * sizeof(float),
                            paths[r.file]);
             }
+        for (int arr = 0; arr < 3; arr++)
+            write(arr, optimizer_index(plan, stage, dp, u, lo), hi - lo, (const float*)got.data() + arr * (hi - lo));
     }
     for (FILE* f : files) fclose(f);
+}
+// The same into host arrays (zero where no real element lands).
+inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
+                             const PipelinePlan& old_pipeline, const ShardPlan& plan, int stage, int dp, int tp,
+                             float* const arrays[3]) {
+    read_optim_files_to(dir, layout, old_world, old_tp, old_pipeline, plan, stage, dp, tp,
+                        [&](int a, size_t i, size_t n, const float* src) { std::copy(src, src + n, arrays[a] + i); });
 }
 
 // Without pipeline stages in the checkpoint.
@@ -374,16 +399,13 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     if (w16) w16->commit();
     if (w32) w32->commit();
 
-    // optim_rank<r>.bin: every rank of the grid its slices of master, m, v
-    size_t n = zero.optimizer_numel();
-    std::vector<float> w(n), m(n), v(n);
-    zero.read_states(w.data(), m.data(), v.data());
-    const float* arrays[3] = {w.data(), m.data(), v.data()};
+    // optim_rank<r>.bin: every rank of the grid its slices of master, m, v, a unit at a time
     const int pp = std::max(1, pipeline.stages());
-    write_optim_file(dir,
-                     make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, world.world, zero.stage, world.rank,
-                                 zero.plan.shard_numel, layout.tp, pp),
-                     zero.plan, zero.stage, arrays);
+    write_optim_file_from(dir,
+                          make_header(CKPT_OPTIM_MAGIC, layout.cfg, rs.step, world.world, zero.stage, world.rank,
+                                      zero.plan.shard_numel, layout.tp, pp),
+                          zero.plan, zero.stage,
+                          [&](int a, size_t i, size_t n, float* dst) { zero.read_state_range(a, i, n, dst); });
     write_checksum_note(dir, world.rank);
     if (rank0)
         write_state_file(dir,
@@ -429,12 +451,9 @@ std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero
     PipelinePlan old_pipeline;
     old_pipeline.layers = manifest.id.pp_layers;
     CHECK(manifest.id.pp() == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline", dir.c_str());
-    size_t n = zero.optimizer_numel();
-    std::vector<float> w(n), m(n), v(n);
-    float* arrays[3] = {w.data(), m.data(), v.data()};
-    read_optim_files(dir, zero.layout, h.world, h.tp, old_pipeline, zero.plan, zero.stage, zero.rank, zero.tp_rank,
-                     arrays);
-    zero.write_states(w.data(), m.data(), v.data());
+    // a unit at a time: no copy of the rank's whole states beside them
+    read_optim_files_to(dir, zero.layout, h.world, h.tp, old_pipeline, zero.plan, zero.stage, zero.rank, zero.tp_rank,
+                        [&](int a, size_t i, size_t n, const float* src) { zero.write_state_range(a, i, n, src); });
     zero.adam_t = rs.adam_t;
     zero.refresh_params_from_master();
     return dir;

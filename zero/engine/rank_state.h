@@ -5,7 +5,8 @@
 // checkpoint's masters. ZeroEngine (zero_engine.h) is built on it and decides
 // what moves when (zero/README.md, "Units, slices, pieces"). With NVMe offload
 // the states of the last units live on disk (disk_states.h) and are read and
-// written only through read_states / write_states and the CPU AdamW's tiles.
+// written only through read_state_range / write_state_range and the CPU
+// AdamW's tiles.
 #pragma once
 
 #include <algorithm>
@@ -70,25 +71,26 @@ class RankState {
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
 
     // This rank's fp32 master, m and v (optimizer_numel() each, indexed by the
-    // pieces' shard_offset; stage 0: the full offset) into host arrays, or
-    // from them, wherever they live (checkpoints, tests). Outside a step.
+    // pieces' shard_offset; stage 0: the full offset) into host arrays (tests),
+    // or a range of one of them to or from the host (checkpoints, a unit at a
+    // time), wherever they live. Outside a step.
     size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
     void read_states(float* w, float* m, float* v) {
         float* dst[3] = {w, m, v};
-        const float* src[3] = {master, adam_m, adam_v};
-        if (disk) disk->drain();
-        for (int s = 0; s < 3; s++) {
-            if (split.begin) copy_to_host(dst[s], src[s], split.begin * sizeof(float));
-            if (disk) disk->read(s, 0, optimizer_numel() - split.begin, dst[s] + split.begin);
-        }
+        for (int s = 0; s < 3; s++) read_state_range(s, 0, optimizer_numel(), dst[s]);
     }
-    void write_states(const float* w, const float* m, const float* v) {
-        const float* src[3] = {w, m, v};
+    // n elements of state s (0 master, 1 m, 2 v) from optimizer index `at`
+    void read_state_range(int s, size_t at, size_t n, float* dst) {
+        const float* src[3] = {master, adam_m, adam_v};
+        const size_t in_memory = at < split.begin ? std::min(n, split.begin - at) : 0;
+        if (in_memory) copy_to_host(dst, src[s] + at, in_memory * sizeof(float));
+        if (n > in_memory) disk->read(s, at + in_memory - split.begin, n - in_memory, dst + in_memory);
+    }
+    void write_state_range(int s, size_t at, size_t n, const float* src) {
         float* dst[3] = {master, adam_m, adam_v};
-        for (int s = 0; s < 3; s++) {
-            if (split.begin) copy_to_device(dst[s], src[s], split.begin * sizeof(float));
-            if (disk) disk->write(s, 0, optimizer_numel() - split.begin, src[s] + split.begin);
-        }
+        const size_t in_memory = at < split.begin ? std::min(n, split.begin - at) : 0;
+        if (in_memory) copy_to_device(dst[s] + at, src, in_memory * sizeof(float));
+        if (n > in_memory) disk->write(s, at + in_memory - split.begin, n - in_memory, src + in_memory);
     }
 
     // fill(u, dst) writes the fp32 values of unit u's first plan.units[u].numel
