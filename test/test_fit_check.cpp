@@ -12,6 +12,8 @@
 //   * 9.27B with optimizer offload planned for an 80 GB device and 106.7 GiB of
 //     host (--host_memory): the host is the bound, the cheapest advice keeps the
 //     gradient shard on the device, which fits; 9.47B does not;
+//   * 13.9B the same: the advice puts the states on disk (nvme); 35% of them on a
+//     disk of 55.7 GiB fits, on one of 39 GiB or 40% of them does not;
 //   * the arithmetic, in this process: the host margin is 4 GiB + 10% of
 //     /proc/meminfo's MemAvailable read at run time, and what is left is the
 //     rest; the CPU build's machine check adds the device and host arenas (one
@@ -157,6 +159,25 @@ int main(int argc, char** argv) {
            "9.27B with the gradient shard on the device:\n%s", lean.output.c_str());
     EXPECT(one_more.status == 1 && one_more.output.find("fits: no") != std::string::npos,
            "9.47B with the gradient shard on the device fits 106.7 GiB of host:\n%s", one_more.output.c_str());
+
+    // host and disk together (--offload_optimizer nvme, --disk_memory): 13.9B (68 layers) does not fit
+    // the host with the states in it; the advice names nvme, and with 35% of the states on a disk of
+    // 55.7 GiB free it fits (54.0 GiB on disk, the rest of the host's); on a disk of 40 GiB it does not,
+    // and at 40% on disk it needs more than the 55.7 GiB
+    CommandResult all_host = run_command(big + "68,H=32,C=4096 --offload_grad_accum device");
+    EXPECT(all_host.status == 1 && all_host.output.find("--offload_optimizer nvme --nvme_path DIR") != std::string::npos,
+           "13.9B with the states in host memory: no advice to put them on disk:\n%s", all_host.output.c_str());
+    const std::string split = big + "68,H=32,C=4096 --offload_grad_accum device --offload_optimizer nvme "
+                                    "--nvme_path . --nvme_fraction ";
+    CommandResult fits_split = run_command(split + "0.35 --disk_memory 57000");
+    CommandResult small_disk = run_command(split + "0.35 --disk_memory 40000");
+    CommandResult more_on_disk = run_command(split + "0.4 --disk_memory 57000");
+    EXPECT(fits_split.status == 0 && fits_split.output.find("fits: yes") != std::string::npos,
+           "13.9B with 35%% of its states on a 55.7 GiB disk:\n%s", fits_split.output.c_str());
+    EXPECT(small_disk.status == 1 && small_disk.output.find("disk") != std::string::npos &&
+               more_on_disk.status == 1,
+           "13.9B fits a 39 GiB disk, or 40%% of its states a 55.7 GiB one:\n%s\n%s", small_disk.output.c_str(),
+           more_on_disk.output.c_str());
 
     // the same without the estimate: refused before allocating anything
     CommandResult refused = run_command(trainer + " -e d48 -t 1024 -p bf16 -b 4 -z 1 --ranks 8 --device_memory 4000 -x 1");
