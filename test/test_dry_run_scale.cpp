@@ -12,7 +12,6 @@
 //     gradients on the device and the delayed update; activation offload with Pa;
 //   * a 1T model at stage 3 on 1024 ranks.
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -20,14 +19,7 @@
 #include "zero/run/dry_run.h"
 
 static void check(const std::string& flags) {
-    std::vector<std::string> words;
-    std::istringstream in("trainer " + flags);
-    for (std::string w; in >> w;) words.push_back(w);
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(&w[0]);
-    TrainOptions o;
-    parse_flags((int)argv.size(), argv.data(), o);
-    resolve_batch(o);
+    TrainOptions o = options_from_flags(flags);
     RunSetup run = make_run_setup(o);
     HostClock clock;
     std::vector<DryRank> dry = dry_run(o, run);

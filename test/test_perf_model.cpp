@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <string>
 
-#include <sstream>
 
 #include "test/test_util.h"
 #include "zero/pipeline/schedule.h"
@@ -36,14 +35,7 @@ static bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b
 
 // The trainer's flags' dry run (rank 0's two steady steps), as --predict takes it.
 static StepSchedule schedule_of(const std::string& flags) {
-    std::vector<std::string> words;
-    std::istringstream in("trainer " + flags);
-    for (std::string w; in >> w;) words.push_back(w);
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(&w[0]);
-    TrainOptions o;
-    parse_flags((int)argv.size(), argv.data(), o);
-    resolve_batch(o);
+    TrainOptions o = options_from_flags(flags);
     RunSetup run = make_run_setup(o);
     return step_schedules(dry_run(o, run), run)[0];
 }

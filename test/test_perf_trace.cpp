@@ -15,7 +15,6 @@
 // bytes, each upload for the host work that produced it.
 //
 // usage: test_perf_trace <train_gpt2_zero_cpu>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,14 +24,7 @@
 namespace {
 
 TrainOptions options_of(const std::string& flags) {
-    std::vector<std::string> words;
-    std::istringstream in("trainer " + flags);
-    for (std::string w; in >> w;) words.push_back(w);
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(&w[0]);
-    TrainOptions o;
-    parse_flags((int)argv.size(), argv.data(), o);
-    resolve_batch(o);
+    TrainOptions o = options_from_flags(flags);
     return o;
 }
 
