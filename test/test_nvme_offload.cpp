@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
         const MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
         ShardPlan plan(ParamLayout(q.cfg).unit_specs(), 2, SHARD_ALIGN);
         const ShardPlan::DiskSplit split = plan.disk_split(0.5, 1024);
-        const double on_disk = (double)(plan.shard_numel - split.begin), tiles = (double)split.tile_numel.size();
+        const double on_disk = (double)(plan.shard_numel - split.begin), tiles = (double)split.tiles.size();
         const double disk = (double)pred.reserved.get(Arena::Disk, MemKind::Optimizer);
         EXPECT(split.begin > 0 && on_disk <= 0.5 * plan.shard_numel && disk >= 12 * on_disk &&
                    disk < 12 * on_disk + 3 * 4096 * tiles && tiles >= on_disk / 1024,

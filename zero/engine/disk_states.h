@@ -41,6 +41,7 @@
 
 #include "zero/base/common.h"
 #include "zero/base/memory.h"
+#include "zero/layout/shard_plan.h"
 
 // --nvme_path, --nvme_buffers, --nvme_block_kib, --nvme_queue_depth, --nvme_threads
 struct DiskConfig {
@@ -50,11 +51,6 @@ struct DiskConfig {
     int queue_depth = 8;           // requests in flight per I/O thread
     int threads = 1;               // I/O threads (DeepSpeed's intra_op_parallelism)
 };
-// A run of the states' elements: [offset, offset + n) in the disk range's own element coordinates.
-struct DiskTile {
-    size_t offset, n;
-};
-
 // Rank r's file under dir (the fit check counts what an earlier run left there as free).
 inline std::string disk_states_file(const std::string& dir, int rank) {
     return dir + "/zero_states_rank" + std::to_string(rank) + ".bin";

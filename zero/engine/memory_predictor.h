@@ -150,12 +150,8 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double disk_optimizer = 0;  // NVMe offload: the states' file, the host keeping the rest and the ring
     if (off_opt && q.offload_nvme) {
         const ShardPlan::DiskSplit d = plan.disk_split(q.nvme_fraction, q.nvme_tile_numel);
-        std::vector<DiskTile> tiles;
-        size_t largest = 0;
-        for (size_t t = 0; t < d.tile_numel.size(); t++)
-            tiles.push_back({d.tile_offset[t], d.tile_numel[t]}), largest = std::max(largest, d.tile_numel[t]);
-        host_optimizer = ZERO_K * d.begin + DiskStates::ring_bytes(q.nvme_buffers, largest);
-        disk_optimizer = DiskStates::file_bytes(tiles);
+        host_optimizer = ZERO_K * d.begin + DiskStates::ring_bytes(q.nvme_buffers, d.largest_tile());
+        disk_optimizer = DiskStates::file_bytes(d.tiles);
     }
     double host_grads = off_opt && !grads_down_in_step ? psi / N * s : 0;
     // the delayed update: the last step's gradients, which its AdamW reads during this step

@@ -408,56 +408,49 @@ class HostOptimizer {
 
     // The CPU AdamW of unit u's pieces, from its host gradient slice `g` into
     // master, m, v and its compute-dtype slice `out`.
-    void adamw_unit(int u, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
-        if (disk && u >= split.first_unit) return adamw_tiles(u, s, oc, g, out);
-        const size_t o = plan.shard_offset[u], n = plan.slice_numel(u);
-        long numel = 0;
-        for (const ShardPiece& p : pieces) numel += p.unit == u ? (long)p.numel : 0;
-        host_work(typed_kind<T>("cpu_adamw"), numel,
-                  {reads(g, n), writes(master + o, n), writes(adam_m + o, n), writes(adam_v + o, n), writes(out, n)}, [=] {
-                      AdamWStep st = s;
-                      for (const ShardPiece& p : pieces) {
-                          if (p.unit != u) continue;
-                          st.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-                          const size_t at = p.shard_offset - o;
-                          cpu_adam->step(master + p.shard_offset, adam_m + p.shard_offset, adam_v + p.shard_offset,
-                                         g + at, out + at, p.numel, st, p.full_offset + key_shift[p.unit]);
-                      }
-                  });
-    }
-
-    // The same for a unit on disk, a tile at a time: its states come into the
-    // disk's ring (read ahead while the CPU updates the tile before) and go
-    // back (written behind). AdamW is element by element, so a tile's update
-    // is the unit's, bit for bit. The last unit's last tile starts the reads
-    // of the next step's first tiles, which then overlap its forward and backward.
-    void adamw_tiles(int u, AdamWStep s, const OptimizerConfig& oc, const T* g, T* out) {
+    void adamw_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* g, T* out) {
         const size_t o = plan.shard_offset[u];
+        if (!disk || u < split.first_unit)
+            return adamw_range(u, o, plan.slice_numel(u), master + o, adam_m + o, adam_v + o, s, oc, g, out);
+        // On disk, a tile at a time: its states come into the disk's ring (read
+        // ahead while the CPU updates the tile before) and go back (written
+        // behind). AdamW is element by element, so a tile's update is the
+        // unit's, bit for bit. The last unit's last tile starts the reads of the
+        // next step's first tiles, which then overlap its forward and backward.
         for (int t = split.first_tile[u]; t < split.first_tile[u + 1]; t++) {
-            const size_t a = split.begin + split.tile_offset[t], n = split.tile_numel[t];  // shard offsets [a, a + n)
             const DiskStates::View st = disk->begin(t);
-            long numel = 0;
-            for (const ShardPiece& p : pieces)
-                if (p.unit == u)
-                    numel += (long)std::max<ptrdiff_t>(0, (ptrdiff_t)std::min(a + n, p.shard_offset + p.numel) -
-                                                              (ptrdiff_t)std::max(a, p.shard_offset));
-            host_work(typed_kind<T>("cpu_adamw"), numel,
-                      {reads(g + (a - o), n), writes(st.master, n), writes(st.m, n), writes(st.v, n),
-                       writes(out + (a - o), n)},
-                      [=] {
-                          AdamWStep sp = s;
-                          for (const ShardPiece& p : pieces) {
-                              const size_t lo = std::max(a, p.shard_offset);
-                              const size_t hi = std::min(a + n, p.shard_offset + p.numel);
-                              if (p.unit != u || lo >= hi) continue;
-                              sp.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-                              cpu_adam->step(st.master + (lo - a), st.m + (lo - a), st.v + (lo - a), g + (lo - o),
-                                             out + (lo - o), hi - lo, sp, p.full_offset + key_shift[u] + (lo - p.shard_offset));
-                          }
-                      });
+            adamw_range(u, split.begin + split.tiles[t].offset, split.tiles[t].n, st.master, st.m, st.v, s, oc, g, out);
             disk->end(t);
         }
         if (u == plan.num_units() - 1)
             for (int t = 0; t < std::min(disk_buffers, disk->num_tiles()); t++) disk->prefetch(t);
+    }
+
+    // The CPU AdamW of unit u's pieces within its shard offsets [a, a + n),
+    // whose master, m and v start at w, m, v (element a); g and out: the
+    // unit's gradient slice and compute-dtype output, from its first element.
+    void adamw_range(int u, size_t a, size_t n, float* w, float* m, float* v, AdamWStep s, const OptimizerConfig& oc,
+                     const T* g, T* out) {
+        struct Part {
+            const ShardPiece* piece;
+            size_t lo, hi;  // shard offsets
+        };
+        std::vector<Part> parts;
+        long numel = 0;
+        for (const ShardPiece& p : pieces) {
+            const size_t lo = std::max(a, p.shard_offset), hi = std::min(a + n, p.shard_offset + p.numel);
+            if (p.unit == u && lo < hi) parts.push_back({&p, lo, hi}), numel += (long)(hi - lo);
+        }
+        const size_t o = plan.shard_offset[u];
+        host_work(typed_kind<T>("cpu_adamw"), numel,
+                  {reads(g + (a - o), n), writes(w, n), writes(m, n), writes(v, n), writes(out + (a - o), n)}, [=] {
+                      AdamWStep st = s;
+                      for (const Part& q : parts) {
+                          const ShardPiece& p = *q.piece;
+                          st.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+                          cpu_adam->step(w + (q.lo - a), m + (q.lo - a), v + (q.lo - a), g + (q.lo - o), out + (q.lo - o),
+                                         q.hi - q.lo, st, p.full_offset + key_shift[u] + (q.lo - p.shard_offset));
+                      }
+                  });
     }
 };

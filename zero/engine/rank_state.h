@@ -46,9 +46,7 @@ class RankState {
         else params_shard = mem.allocate_array<T>(plan.shard_numel, MemKind::Params, params, "params_shard", true);
         if (off.states == StateHome::Disk) {
             split = plan.disk_split(off.disk_fraction, off.disk_tile_numel);
-            std::vector<DiskTile> tiles;
-            for (size_t t = 0; t < split.tile_offset.size(); t++) tiles.push_back({split.tile_offset[t], split.tile_numel[t]});
-            disk = std::make_unique<DiskStates>(off.disk, file_rank, tiles, mem);
+            disk = std::make_unique<DiskStates>(off.disk, file_rank, split.tiles, mem);
         } else {
             split.begin = optimizer_numel();
         }
@@ -116,19 +114,13 @@ class RankState {
     // After loading master weights (checkpoint resume): rebuild the compute-dtype
     // copy exactly as the AdamW step that produced them wrote it.
     void refresh_params_from_master() {
-        std::vector<float> read;  // masters on disk, a chunk at a time
-        for (const ShardPiece& p : pieces) {
-            if (p.shard_offset < split.begin) {
-                write_rounded(own_params(p), master + p.shard_offset, p.numel, rounding_seed(adam_t), key(p));
-                continue;
-            }
+        std::vector<float> read;  // the masters a chunk at a time, from memory or disk
+        for (const ShardPiece& p : pieces)
             for (size_t b = 0; b < p.numel; b += 1 << 20) {
-                const size_t n = std::min<size_t>(1 << 20, p.numel - b);
-                read.resize(n);
-                disk->read(0, p.shard_offset - split.begin + b, n, read.data());
-                write_rounded(own_params(p) + b, read.data(), n, rounding_seed(adam_t), key(p) + b);
+                read.resize(std::min<size_t>(1 << 20, p.numel - b));
+                read_state_range(0, p.shard_offset + b, read.size(), read.data());
+                write_rounded(own_params(p) + b, read.data(), read.size(), rounding_seed(adam_t), key(p) + b);
             }
-        }
         if (stage == 1 || stage == 2)
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
         stream_sync(ctx.stream);
@@ -194,15 +186,10 @@ class RankState {
     // Keeps this rank's part of one unit given its full fp32 values.
     void keep_unit(int u, const float* values) {
         size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
-        // fp32 masters of what this rank updates, at their optimizer offsets
-        if (stage == 0) copy_to_device(master + F, values, P * sizeof(float));
-        else if (!disk || u < split.first_unit) copy_to_device(master + plan.shard_offset[u], values + rank * slice, slice * sizeof(float));
-        else {  // on disk, with m and v starting at zero
-            const std::vector<float> zeros(slice, 0.0f);
-            disk->write(0, plan.shard_offset[u] - split.begin, slice, values + rank * slice);
-            disk->write(1, plan.shard_offset[u] - split.begin, slice, zeros.data());
-            disk->write(2, plan.shard_offset[u] - split.begin, slice, zeros.data());
-        }
+        // fp32 masters of what this rank updates, at their optimizer offsets (m and v start at zero: the
+        // accountant's memory and the disk's file are made zeroed)
+        if (stage == 0) write_state_range(0, F, P, values);
+        else write_state_range(0, plan.shard_offset[u], slice, values + rank * slice);
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
         size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;

@@ -40,6 +40,12 @@ struct UnitSpec {
     std::vector<TensorSpec> tensors;   // sorted by offset, non-overlapping, inside [0, numel)
 };
 
+// A run of the elements NVMe offload keeps on disk (ShardPlan::disk_split):
+// [offset, offset + n) from the disk range's first element.
+struct DiskTile {
+    size_t offset, n;
+};
+
 // The part of one tensor that falls in one rank's slice: where it is in the full
 // buffer, in the unit, and in the rank's shard. The optimizer walks these.
 struct ShardPiece {
@@ -149,12 +155,17 @@ struct ShardPlan {
     // most `fraction` (whole units: a unit's AdamW reads its states from one
     // place), each cut into tiles of at most `tile` elements, the unit the CPU
     // AdamW updates and the disk moves at a time. Shard offsets [begin,
-    // shard_numel) are on disk, tile t at [begin + tile_offset[t], + tile_numel[t]).
+    // shard_numel) are on disk, tile t at begin + tiles[t].offset.
     struct DiskSplit {
-        int first_unit = 0;                       // units first_unit.. are on disk
-        size_t begin = 0;                         // their first shard offset: the host keeps [0, begin)
-        std::vector<size_t> tile_offset, tile_numel;  // (tiles), from begin
-        std::vector<int> first_tile;              // (units + 1): unit u's tiles are first_tile[u] .. first_tile[u + 1]
+        int first_unit = 0;            // units first_unit.. are on disk
+        size_t begin = 0;              // their first shard offset: the host keeps [0, begin)
+        std::vector<DiskTile> tiles;   // in shard order
+        std::vector<int> first_tile;   // (units + 1): unit u's tiles are first_tile[u] .. first_tile[u + 1]
+        size_t largest_tile() const {
+            size_t n = 0;
+            for (const DiskTile& t : tiles) n = std::max(n, t.n);
+            return n;
+        }
     };
     DiskSplit disk_split(double fraction, size_t tile) const {
         DiskSplit d;
@@ -165,14 +176,12 @@ struct ShardPlan {
         d.begin = shard_numel - on_disk;
         d.first_tile.assign(num_units() + 1, 0);
         for (int u = 0; u < num_units(); u++) {
-            d.first_tile[u] = (int)d.tile_offset.size();
+            d.first_tile[u] = (int)d.tiles.size();
             if (u < d.first_unit) continue;
-            for (size_t at = 0; at < slice_numel(u); at += tile) {
-                d.tile_offset.push_back(shard_offset[u] - d.begin + at);
-                d.tile_numel.push_back(std::min(tile, slice_numel(u) - at));
-            }
+            for (size_t at = 0; at < slice_numel(u); at += tile)
+                d.tiles.push_back({shard_offset[u] - d.begin + at, std::min(tile, slice_numel(u) - at)});
         }
-        d.first_tile[num_units()] = (int)d.tile_offset.size();
+        d.first_tile[num_units()] = (int)d.tiles.size();
         return d;
     }
 

@@ -54,8 +54,9 @@ inline std::string gib_text(double bytes) {
 inline double host_available_bytes() { return proc_kb_field_bytes("/proc/meminfo", "MemAvailable"); }
 
 // Bytes free for NVMe offload's files under dir: the disk's free space plus
-// what the files of an earlier run there already hold (they are reused); 0 if
-// dir cannot be looked at (the disk's own checks then say why).
+// what the files of an earlier run there already hold (a run truncates them
+// before it allocates its own); 0 if dir cannot be looked at (the disk's own
+// checks then say why).
 inline double disk_free_bytes(const std::string& dir) {
     struct statvfs fs;
     if (dir.empty() || statvfs(dir.c_str(), &fs) != 0) return 0;
