@@ -7,7 +7,9 @@
 // plain: one thread writes a preallocated file of that size sequentially in
 // 1 MiB O_DIRECT requests (then fdatasync), then reads it back the same way:
 // the disk's rates for one stream of requests, without the page cache. It runs
-// before and after the engine; the better of the two counts.
+// before and after the engine; the better of the two counts. Then the same
+// with the engine's request size and threads x queue_depth requests at once:
+// the rates --calibrate gives the step-time model.
 // engine: DiskStates over the same bytes in tiles of 4M elements (16 MiB per
 // state, 48 MiB a tile): write() of the states (start-up), then 3 steps of
 // prefetch(0), begin/end over every tile with nothing computed, drain(). A
@@ -59,7 +61,7 @@ int main(int argc, char** argv) {
     bool direct = false;
     double pw[2], pr[2];
     const std::string plain_file = cfg.dir + "/bench_nvme_plain.bin";
-    plain_disk_rates(plain_file, bytes, direct, pw[0], pr[0]);
+    plain_disk_rates(plain_file, bytes, MiB, 1, direct, pw[0], pr[0]);
     if (!direct) printf("note: %s does not take O_DIRECT: every number below went through the page cache\n", argv[1]);
 
     double startup_gbps = 0, best_step = 1e30;
@@ -89,13 +91,16 @@ int main(int argc, char** argv) {
             printf("%-6d %10.1f %10.2f %14.1f\n", step, s * 1e3, gbps(2.0 * bytes, s), wait_s * 1e3);
         }
     }
-    plain_disk_rates(plain_file, bytes, direct, pw[1], pr[1]);
+    plain_disk_rates(plain_file, bytes, MiB, 1, direct, pw[1], pr[1]);
+    double cw = 0, cr = 0;  // what --calibrate gives the step-time model: the engine's requests, as many at once
+    plain_disk_rates(plain_file, bytes, cfg.block_bytes, std::min(64, cfg.threads * cfg.queue_depth), direct, cw, cr);
     const double write_rate = std::max(pw[0], pw[1]), read_rate = std::max(pr[0], pr[1]);
     const double plain_step = bytes / (read_rate * 1e9) + bytes / (write_rate * 1e9);
 
     printf("\n%-44s %8s\n", "", "GB/s");
     printf("%-44s %8.2f   (runs: %.2f, %.2f)\n", "plain sequential write (1 thread, 1 MiB)", write_rate, pw[0], pw[1]);
     printf("%-44s %8.2f   (runs: %.2f, %.2f)\n", "plain sequential read (1 thread, 1 MiB)", read_rate, pr[0], pr[1]);
+    printf("%-44s %8.2f / %.2f\n", "write / read at the engine's requests at once", cw, cr);
     printf("%-44s %8.2f\n", "engine write() of the states (start-up)", startup_gbps);
     printf("%-44s %8.2f\n", "engine step, best of 3 (read + write bytes)", gbps(2.0 * bytes, best_step));
     printf("%-44s %8.2f\n", "plain step (read, then write, at those rates)", gbps(2.0 * bytes, plain_step));

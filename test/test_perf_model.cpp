@@ -166,6 +166,49 @@ static Profile table_profile(bool synchronous) {
     return p;
 }
 
+// The disk (NVMe offload) runs beside the rank's thread in both builds: a
+// read issued before the forward (2) and backward (1) is waited for before the
+// AdamW (1), and the tile's write goes on after the step's thread is done.
+static void disk_beside_the_thread() {
+    StepSchedule s;
+    for (int k = 0; k < 2; k++) {
+        int b = (int)s.ops.size();
+        s.ops.push_back(op("disk_read", Lane::Disk, {}, k));
+        s.ops.push_back(op("fwd", Lane::Compute, {}, k));
+        s.ops.push_back(op("bwd", Lane::Compute, {}, k));
+        s.ops.push_back(op("host_wait", Lane::Host, {b}, k));
+        s.ops.push_back(op("cpu_adamw_f32", Lane::Host, {}, k));
+        s.ops.push_back(op("disk_write", Lane::Disk, {b + 4}, k));
+    }
+    // a read of 5 ends after the thread's 3: it waits 2, then the AdamW; the write (2) overlaps the next step's
+    // compute, and the next read (5) waits for the write: 6-8, read 8-13, the thread's 9-13 waits, AdamW 13-14
+    std::vector<std::vector<double>> d = {{5, 2, 1, 0, 1, 2, 5, 2, 1, 0, 1, 2}};
+    std::vector<double> streams = lay_out({s}, d, false)[0], sync = lay_out({s}, d, true)[0],
+                        shared = lay_out_shared({s}, d, 1, 1)[0];
+    EXPECT(near(streams[0], 6) && near(streams[1], 14), "streams: the disk beside (%g, %g)", streams[0], streams[1]);
+    EXPECT(near(sync[0], 6) && near(sync[1], 14), "CPU build: the disk beside its thread too (%g, %g)", sync[0], sync[1]);
+    EXPECT(near(shared[0], 6) && near(shared[1], 14), "shared cores: the same (%g, %g)", shared[0], shared[1]);
+    // two stages sharing one core: their work at half speed, their disks each its own lane: fwd and bwd 0-6,
+    // AdamW 6-8 (the reads ended at 5), writes 8-10; then reads 10-15, compute 8-14, the wait, AdamW 15-17
+    std::vector<double> two = lay_out_shared({s, s}, {d[0], d[0]}, 1, 1)[1];
+    EXPECT(near(two[0], 8) && near(two[1], 17), "two stages on one core (%g, %g)", two[0], two[1]);
+    // the disk is the machine's: an emulated run's ranks share it, a cluster node's devices share theirs
+    MemoryQuery q;
+    q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
+    q.dtype_bytes = 4;
+    Profile p = table_profile(true);
+    p.disk_read_gbs = 2, p.disk_write_gbs = 1, p.devices_per_node = 8;
+    StepOp rd = op("disk_read", Lane::Disk), wr = op("disk_write", Lane::Disk);
+    rd.bytes = wr.bytes = 4000000000;
+    Placement one, four, node;
+    four.world = 4, node.emulated = false, node.world = 64;
+    EXPECT(near(OpTimer(p, q, one).seconds(rd), 2) && near(OpTimer(p, q, one).seconds(wr), 4), "one rank: the rates");
+    EXPECT(near(OpTimer(p, q, four).seconds(rd), 8), "four emulated ranks share the disk: %g",
+           OpTimer(p, q, four).seconds(rd));
+    EXPECT(near(OpTimer(p, q, node).seconds(wr), 32), "a node's eight devices share its disk: %g",
+           OpTimer(p, q, node).seconds(wr));
+}
+
 static void costs() {
     MemoryQuery q;
     q.cfg = gpt2_config_from_descriptor("L=2,H=4,C=64,V=512,T=64");
@@ -405,6 +448,7 @@ static void v100_kind_of_profile() {
 int main() {
     collectives();
     layout_in_time();
+    disk_beside_the_thread();
     pipelines();
     costs();
     step_flops_and_sums();

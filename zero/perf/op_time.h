@@ -152,11 +152,14 @@ class OpTimer {
             double bw = across ? prof.network_gbs / prof.devices_per_node : prof.link_gbs;
             return (across ? prof.network_latency_us : prof.link_latency_us) * 1e-6 + op.bytes / (bw * 1e9);
         }
-        if (op.kind == "disk_read" || op.kind == "disk_write") {  // NVMe offload: the disk's sequential rate
+        if (op.kind == "disk_read" || op.kind == "disk_write") {
+            // NVMe offload: the machine's disk at its rate, shared by the ranks on the machine (every emulated
+            // rank; a node's devices), which read and write alike at once
             const double gbs = op.kind == "disk_read" ? prof.disk_read_gbs : prof.disk_write_gbs;
             CHECK(gbs > 0, "%s has no disk rates (disk.read_gbs, disk.write_gbs): --calibrate with --offload_optimizer "
                   "nvme measures them on its --nvme_path", prof.path.c_str());
-            return op.bytes / (gbs * 1e9);
+            const int sharing = pl.emulated ? pl.world : std::min(pl.world, prof.devices_per_node);
+            return op.bytes / (gbs * 1e9) * sharing;
         }
         if (pl.emulated) return measured(prof, "r" + std::to_string(ctx_ranks), op.key(), op.kind, op.dims) *
                                 oversubscribed;

@@ -48,7 +48,7 @@ struct Profile {
     double pcie_gbs = 0, pcie_latency_us = 0, host_memory_gib = 0;
     double cpu_adamw_params_per_s = 0;  // spec: the host's AdamW over all its cores
     double host_gbs = 0;                // spec: host memory bandwidth (host adds, norms)
-    double disk_read_gbs = 0, disk_write_gbs = 0;  // NVMe offload's disk, sequential (--calibrate on --nvme_path)
+    double disk_read_gbs = 0, disk_write_gbs = 0;  // NVMe offload's disk, all its ranks' requests at once (--calibrate)
     std::string efficiency_from;        // spec: the profile whose kernel efficiencies apply (followed to a measured one)
     std::map<std::string, double> efficiency;  // spec: a kernel kind's efficiency measured elsewhere (before efficiency_from)
     // spec: the kernels' level from a published step of one device: the trainer's flags for that run, its rate

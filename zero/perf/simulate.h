@@ -5,9 +5,11 @@
 // Each lane runs its operations one after another; an operation starts once
 // its lane is free, the ops it waits for have ended and the rank's thread has
 // issued it (the thread reaches it in list order, and is held by host work and
-// host waits). In the CPU build every lane is the rank's thread, so the step is
-// the sum of its operations; on a GPU, communication on the comm stream runs
-// beside the compute stream's kernels, as far as the engine's events let it.
+// host waits). In the CPU build every lane but the disk's is the rank's thread,
+// so the step is the sum of those operations; on a GPU, communication on the
+// comm stream runs beside the compute stream's kernels, as far as the engine's
+// events let it. The disk's reads and writes (NVMe offload) run beside the
+// thread in both builds, as the I/O threads do, until a host wait needs one.
 // With a pipeline every stage is laid out beside the others: a receive starts
 // no earlier than its send (the k-th send from stage a to b meets b's k-th
 // receive from a), and the scalar reductions over the pipeline group wait for
@@ -84,7 +86,7 @@ inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>&
     auto place = [&](int s, size_t i, double earliest) {  // start op i of stage s no earlier than `earliest`
         const StepOp& op = stages[s].ops[i];
         Rank& k = r[s];
-        int lane = synchronous ? (int)Lane::Host : (int)op.lane;
+        int lane = synchronous && op.lane != Lane::Disk ? (int)Lane::Host : (int)op.lane;
         if (!overlap_data && op.group == "data" && op.collective() && op.kind != "scalar") lane = (int)Lane::Compute;
         double start = std::max(earliest, lane == (int)Lane::Host ? k.host : std::max(k.host, k.lane_free[lane]));
         for (int a : op.after) start = std::max(start, k.end[a]);
@@ -128,13 +130,16 @@ inline std::vector<std::vector<double>> lay_out(const std::vector<StepSchedule>&
     return ends;
 }
 
-// The same for emulated ranks of the CPU build, whose every lane is the rank's
-// own thread: each stage's ops in order, standing for its ranks_per_stage
-// ranks, which share the CPU's cores. An op's duration is what it takes with
-// a core (or its threads' cores) to itself; while k ranks are busy, each runs
-// at min(1, capacity / k) of that speed (capacity: how many ranks the cores
-// hold at once). A rank waiting for a receive or at a barrier leaves its share
-// to the others: a pipeline's idle stages lend their cores to its busy ones.
+// The same for emulated ranks of the CPU build, whose every lane but the disk's
+// is the rank's own thread: each stage's ops in order, standing for its
+// ranks_per_stage ranks, which share the CPU's cores. An op's duration is what
+// it takes with a core (or its threads' cores) to itself; while k ranks are
+// busy, each runs at min(1, capacity / k) of that speed (capacity: how many
+// ranks the cores hold at once). A rank waiting for a receive, at a barrier or
+// for the disk leaves its share to the others: a pipeline's idle stages lend
+// their cores to its busy ones. A disk op costs its rank's thread nothing: it
+// starts on the stage's disk lane once issued, the lane free and the ops it
+// waits for done (op_time.h's duration already shares the disk among the ranks).
 inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSchedule>& stages,
                                                        const std::vector<std::vector<double>>& dur,
                                                        double ranks_per_stage, double capacity,
@@ -142,18 +147,25 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
     const int P = (int)stages.size();
     const double NOT_STARTED = -1;
     std::vector<size_t> next(P, 0);
-    std::vector<double> left(P, NOT_STARTED);
+    std::vector<double> left(P, NOT_STARTED), disk_free(P, 0.0);
+    std::vector<std::vector<double>> end(P);  // each op's end, once known
     std::vector<int> scalars(P, 0);
     std::vector<std::vector<double>> ends(P);
     std::map<std::pair<int, int>, std::vector<double>> sent;
     std::map<std::pair<int, int>, int> received;
     if (busy) busy->assign(P, 0.0);
+    for (int s = 0; s < P; s++) end[s].assign(stages[s].ops.size(), 0.0);
     double t = 0;
-    auto finish = [&](int s) {
+    auto finish = [&](int s, double at) {
         const std::vector<StepOp>& ops = stages[s].ops;
         if (ops[next[s]].kind == "send") sent[{s, ops[next[s]].peer}].push_back(t);
         if (next[s] + 1 == ops.size() || ops[next[s] + 1].step != ops[next[s]].step) ends[s].push_back(t);
-        next[s]++, left[s] = NOT_STARTED;
+        end[s][next[s]++] = at, left[s] = NOT_STARTED;
+    };
+    auto ready_at = [&](int s) {  // when the ops the next op waits for are done (only disk ops end after t)
+        double r = 0;
+        for (int a : stages[s].ops[next[s]].after) r = std::max(r, end[s][a]);
+        return r;
     };
     for (;;) {
         for (bool changed = true; changed;) {  // start what can start; zero-time ops end at once
@@ -161,6 +173,12 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
             for (int s = 0; s < P; s++) {
                 if (next[s] >= stages[s].ops.size() || left[s] != NOT_STARTED) continue;
                 const StepOp& op = stages[s].ops[next[s]];
+                if (op.lane == Lane::Disk) {  // issued: on the disk lane, the thread goes on
+                    disk_free[s] = std::max({t, disk_free[s], ready_at(s)}) + dur[s][next[s]];
+                    finish(s, disk_free[s]), changed = true;
+                    continue;
+                }
+                if (ready_at(s) > t) continue;  // a host wait for the disk
                 if (op.kind == "recv") {
                     auto& q = sent[{op.peer, s}];
                     if (received[{op.peer, s}] >= (int)q.size()) continue;
@@ -181,12 +199,17 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
                 changed = true;
             }
             for (int s = 0; s < P; s++)
-                if (left[s] == 0) finish(s), changed = true;
+                if (left[s] == 0) finish(s, t), changed = true;
         }
         int active = 0;
-        for (int s = 0; s < P; s++) active += left[s] > 0;
-        if (active == 0) break;
-        double rate = std::min(1.0, capacity / (active * ranks_per_stage)), dt = 1e300;
+        double wake = 1e300;  // the first disk op a waiting stage needs
+        for (int s = 0; s < P; s++) {
+            active += left[s] > 0;
+            if (left[s] == NOT_STARTED && next[s] < stages[s].ops.size() && ready_at(s) > t)
+                wake = std::min(wake, ready_at(s));
+        }
+        if (active == 0 && wake == 1e300) break;
+        double rate = std::min(1.0, capacity / (std::max(active, 1) * ranks_per_stage)), dt = wake - t;
         for (int s = 0; s < P; s++)
             if (left[s] > 0) dt = std::min(dt, left[s] / rate);
         t += dt;
@@ -195,7 +218,7 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
             const StepOp& op = stages[s].ops[next[s]];
             if (busy && op.lane == Lane::Compute && op.step == stages[s].ops.back().step) (*busy)[s] += dt;
             left[s] = std::max(0.0, left[s] - rate * dt);
-            if (left[s] <= 1e-15) finish(s);
+            if (left[s] <= 1e-15) finish(s, t);
         }
     }
     for (int s = 0; s < P; s++)
@@ -223,8 +246,9 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
     const double per_stage = (double)q.world * q.tp, capacity = std::max(1.0, (double)prof.cores / std::max(1, prof.cores / pl.world));
     if (sync) {
         const double over = OpTimer(prof, q, pl).oversubscription();
-        for (auto& d : dur)
-            for (double& x : d) x /= over;
+        for (size_t s = 0; s < dur.size(); s++)
+            for (size_t i = 0; i < dur[s].size(); i++)
+                if (stages[s].ops[i].lane != Lane::Disk) dur[s][i] /= over;  // the disk is no core's
     }
     auto step_time = [&](const std::vector<std::vector<double>>& d, std::vector<double>* busy = nullptr) {
         std::vector<std::vector<double>> e = sync ? lay_out_shared(stages, d, per_stage, capacity, busy)

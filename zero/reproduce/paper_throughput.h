@@ -447,7 +447,10 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "The 40B baseline, tensor parallelism over two nodes, is where the model and the paper part most: at "
              "NCCL's ring through all eight NICs (NCCL 2.4.8 builds one ring per NIC), a 40B step needs far less "
              "than the paper's 5 TFLOP/s implies. The paper explains it as 12.5 GB/s per link: one NIC's rate, as "
-             "if each group's ring used one; the model does not assume that. From 60B on, where the groups span "
+             "if each group's ring used one; the model does not assume that, and NCCL 2.4.8's own tuning argues "
+             "against it: for a group on two NVLink nodes it picks its tree for every all-reduce, which it rates at "
+             "twice a ring's bandwidth (src/init.cc, ncclTreeThreshold), so that software could only have been "
+             "faster than the model's rings. From 60B on, where the groups span "
              "4 to 16 nodes, the baseline is within a third of the paper.");
     rows.clear();
     Misses m3;

@@ -1,6 +1,6 @@
 // The step-time model checked against this machine: for a grid of trainer runs
 // (stages 0-3, emulated N 1-8, tensor and sequence parallelism, pipeline
-// stages, offload, recomputation, micro-steps, several B and T), the run's operations are
+// stages, CPU and NVMe offload, recomputation, micro-steps, several B and T), the run's operations are
 // first timed alone into a measured profile (--calibrate PROFILE, which never
 // looks at a step's time), then the step is predicted from it (--predict) and
 // measured (the median of the steps after two warm-up steps), and the two are
@@ -49,6 +49,7 @@ inline std::vector<std::string> cpu_check_runs() {
         s + "-b 8 -t 64 --ranks 4 --tp 2 --sp 1 -z 2",
         s + "-b 4 -t 64 --ranks 2 -z 2 --offload_optimizer cpu -d 1024",
         s + "-b 8 -t 64 --ranks 2 -z 3 --offload_optimizer cpu --offload_param cpu -r 2 --offload_activations 1",
+        s + "-b 2 -t 64 --ranks 2 -z 2 --offload_optimizer nvme --nvme_path {scratch}",
         s + "-b 8 -t 64 --ranks 2 --pp 2 -z 1 -d 2048",
         s + "-b 8 -t 64 --ranks 4 --pp 4 -z 1 -d 2048 --pp_schedule gpipe",
         s + "-b 4 -t 64 --ranks 8 --pp 2 --tp 2 -z 2 -d 1024",
@@ -77,6 +78,7 @@ inline std::vector<std::string> gpu_check_runs() {
         s + "-e d12 -b 16 -z 3",
         s + "-e d12 -b 16 -z 2",
         s + "-e d48 -b 4 -z 2 --offload_optimizer cpu --offload_grad_accum device -d 65536",
+        s + "-e d24 -b 8 -z 2 --offload_optimizer nvme --nvme_path {scratch}",
     };
 }
 
@@ -118,7 +120,12 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
         CheckPoint p;
         p.flags = flags;
         // each run its own profile, timed afresh: one disturbed measurement spoils one run, not every run after
-        std::string base = s.trainer + " " + flags + " " + s.flags, log = dir + "/runs/check" + std::to_string(k);
+        std::string run_flags = flags;  // "{scratch}": a directory of the check's (NVMe offload's files)
+        if (size_t at = run_flags.find("{scratch}"); at != std::string::npos) {
+            run_logged("mkdir -p '" + dir + "/scratch'", "/dev/null");
+            run_flags.replace(at, 9, dir + "/scratch");
+        }
+        std::string base = s.trainer + " " + run_flags + " " + s.flags, log = dir + "/runs/check" + std::to_string(k);
         std::string profile = log + "_profile.json";
         run_logged("rm -f '" + profile + "'", "/dev/null");
         CommandRun cal = run_logged(base + " --calibrate " + profile, log + "_calibrate.log");
@@ -187,7 +194,8 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
     rep.para(fmt("%.0f", (double)errs.size()) + " runs of the " + device + " build. Each run's operations were timed "
              "alone first (`--calibrate`; all the runs' times together: `" + s.profile + "`): every kernel, copy, transfer and host operation "
              "at its shape while as many ranks ran it as share the device, every emulated collective in a world "
-             "of the run's size; then its step predicted from those times (`--predict`) and measured (the median "
+             "of the run's size, with NVMe offload the disk read and written with the run's requests, as many at once "
+             "as its ranks keep in flight; then its step predicted from those times (`--predict`) and measured (the median "
              "of " + std::to_string(s.steps - 2) + " steps after 2 warm-up steps); each run into a profile of its own, "
              "so one disturbed measurement spoils one run only. The calibration never sees a "
              "step's time, and no constant is fitted to one. **Median |error| " + fmt("%.1f%%", 100 * median) +

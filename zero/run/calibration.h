@@ -7,8 +7,9 @@
 // once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
 // its own, the others waiting), in batches (zero/perf/calibrate.h); the
 // collectives are timed in an emulated world of the run's size and groups.
-// With NVMe offload the disk's plain read and write rates are measured on
-// --nvme_path (its reads and writes are not captured). Nothing here looks at
+// With NVMe offload the disk's read and write rates are measured on
+// --nvme_path with the run's request size and as many requests at once as its
+// ranks' I/O threads keep in flight (its reads and writes are not captured). Nothing here looks at
 // a step's time. Shapes already in FILE are not timed again, so one file can
 // gather many runs' shapes.
 #pragma once
@@ -165,9 +166,11 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
         timed += (int)fresh.size();
     }
     measure_ceilings<T>(p, cores);
-    if (run.nvme && p.disk_read_gbs == 0) {  // NVMe offload: its disk's plain sequential rates (disk_states.h)
+    if (run.nvme && p.disk_read_gbs == 0) {  // NVMe offload: the disk driven as the run's ranks drive it
         bool direct = false;
-        plain_disk_rates(o.nvme_path + "/calibrate_disk.bin", (size_t)1 << 30, direct, p.disk_write_gbs, p.disk_read_gbs);
+        const int in_flight = std::min(256, run.world * std::min(64, run.disk.threads * run.disk.queue_depth));
+        plain_disk_rates(o.nvme_path + "/calibrate_disk.bin", (size_t)1 << 30, run.disk.block_bytes, in_flight, direct,
+                         p.disk_write_gbs, p.disk_read_gbs);
     }
     save_profile(p, path);
     fprintf(log, "calibrated %d operations (%d ranks at once, %d thread(s) each) in %.1f s into %s\n", timed, at_once,
