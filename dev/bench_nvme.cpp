@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
     }
     plain_disk_rates(plain_file, bytes, MiB, 1, direct, pw[1], pr[1]);
     double cw = 0, cr = 0;  // what --calibrate gives the step-time model: the engine's requests, as many at once
-    plain_disk_rates(plain_file, bytes, cfg.block_bytes, std::min(64, cfg.threads * cfg.queue_depth), direct, cw, cr);
+    plain_disk_rates(plain_file, bytes, cfg.block_bytes, cfg.workers(), direct, cw, cr);
     const double write_rate = std::max(pw[0], pw[1]), read_rate = std::max(pr[0], pr[1]);
     const double plain_step = bytes / (read_rate * 1e9) + bytes / (write_rate * 1e9);
 

@@ -50,6 +50,8 @@ struct DiskConfig {
     size_t block_bytes = 1 << 20;  // one pread/pwrite request
     int queue_depth = 8;           // requests in flight per I/O thread
     int threads = 1;               // I/O threads (DeepSpeed's intra_op_parallelism)
+    // requests in flight at once: one worker thread each, at most 64
+    int workers() const { return std::min(64, threads * queue_depth); }
 };
 // Rank r's file under dir (the fit check counts what an earlier run left there as free).
 inline std::string disk_states_file(const std::string& dir, int rank) {
@@ -87,8 +89,7 @@ class DiskStates {
         pending.assign(cfg.buffers + 1, 0);
         if (dry) return;
         open_file();
-        const int workers = std::min(64, cfg.threads * cfg.queue_depth);
-        for (int i = 0; i < workers; i++) pool.emplace_back([this] { work(); });
+        for (int i = 0; i < cfg.workers(); i++) pool.emplace_back([this] { work(); });
     }
     // Drains, stops the workers, then removes the file and closes it (which
     // drops the lock): the states are scratch, what outlives the run is in its

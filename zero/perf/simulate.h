@@ -205,8 +205,8 @@ inline std::vector<std::vector<double>> lay_out_shared(const std::vector<StepSch
         double wake = 1e300;  // the first disk op a waiting stage needs
         for (int s = 0; s < P; s++) {
             active += left[s] > 0;
-            if (left[s] == NOT_STARTED && next[s] < stages[s].ops.size() && ready_at(s) > t)
-                wake = std::min(wake, ready_at(s));
+            const double ready = left[s] == NOT_STARTED && next[s] < stages[s].ops.size() ? ready_at(s) : 0;
+            if (ready > t) wake = std::min(wake, ready);
         }
         if (active == 0 && wake == 1e300) break;
         double rate = std::min(1.0, capacity / (std::max(active, 1) * ranks_per_stage)), dt = wake - t;

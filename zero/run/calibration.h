@@ -168,7 +168,7 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
     measure_ceilings<T>(p, cores);
     if (run.nvme && p.disk_read_gbs == 0) {  // NVMe offload: the disk driven as the run's ranks drive it
         bool direct = false;
-        const int in_flight = std::min(256, run.world * std::min(64, run.disk.threads * run.disk.queue_depth));
+        const int in_flight = std::min(256, run.world * run.disk.workers());
         plain_disk_rates(o.nvme_path + "/calibrate_disk.bin", (size_t)1 << 30, run.disk.block_bytes, in_flight, direct,
                          p.disk_write_gbs, p.disk_read_gbs);
     }
