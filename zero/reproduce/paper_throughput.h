@@ -449,9 +449,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "than the paper's 5 TFLOP/s implies. The paper explains it as 12.5 GB/s per link: one NIC's rate, as "
              "if each group's ring used one; the model does not assume that, and NCCL 2.4.8's own tuning argues "
              "against it: for a group on two NVLink nodes it picks its tree for every all-reduce, which it rates at "
-             "twice a ring's bandwidth (src/init.cc, ncclTreeThreshold), so that software could only have been "
-             "faster than the model's rings. From 60B on, where the groups span "
-             "4 to 16 nodes, the baseline is within a third of the paper.");
+             "1.5 times a ring's bandwidth (three quarters of a ring's, doubled for two nodes: src/init.cc, "
+             "ncclTreeThreshold), so that software could only have been faster than the model's rings. From 60B "
+             "on, where the groups span 4 to 16 nodes, the baseline is within a third of the paper.");
     rows.clear();
     Misses m3;
     write_study(dir, "paper_fig3", "Figure 3: 60B (75 x 8192, MP 16) from 64 to 400 V100 (predicted)", "GPUs",
