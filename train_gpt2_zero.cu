@@ -262,16 +262,16 @@ int main(int argc, char** argv) {
             printf("%s", pipeline_schedule_text(run.schedule, run.pp, run.micro_steps).c_str());
         return 0;
     }
+    if (o.dry_run || !o.predict.empty()) {  // the step without computing, no GPU needed: memory, on a profile the time
+        print_prediction(o, run, stdout);
+        return 0;
+    }
 #ifdef ZERO_CUDA
     // Under a launcher, bind this rank's GPU before anything touches CUDA: the fit
     // check's cudaMemGetInfo would otherwise open a context on GPU 0 in every rank
     // and measure GPU 0's free memory.
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
-    if (o.dry_run || !o.predict.empty()) {  // the step without computing: memory, and on a profile the time
-        print_prediction(o, run, stdout);
-        return 0;
-    }
     if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
         switch (run.dtype) {
             case DType::F32: calibrate_profile<float>(o, run, "fp32", stdout); break;

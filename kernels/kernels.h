@@ -58,8 +58,8 @@ void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initia
         StepOp op;
         op.kind = std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16");
         op.lane = stream_lane(ctx.stream), op.dims = dims, op.acc = acc;
-        r->add(op, r->capture ? std::function<void()>(run) : nullptr);
-        if (!r->capture) return;
+        if (!r->capture) return (void)r->add(op);
+        r->add(op, run, [s = ctx.stream] { stream_sync(s); });  // a capture: run again, finished on its stream
     }
     run();
 }

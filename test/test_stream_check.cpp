@@ -14,6 +14,7 @@
 #include "zero/base/dtype.h"
 #include "zero/base/memory.h"
 #include "zero/engine/host_tasks.h"
+#include "kernels/kernels.h"
 
 // A rank's worth of checking: an accountant (which makes the checker), two
 // streams, device buffers and a host buffer.
@@ -156,6 +157,39 @@ int main() {
         other.submit(nullptr, [&] { check_host("a host add", {reads(r.h, 64)}); });
         check_host("the host", {writes(r.h, 64)});
     }, "which a host add on the host-task worker read");
+
+    // a capture (--calibrate, zero/run/calibration.h) keeps beside each op how to wait for it: its own
+    // stream synchronised, so a replayed download or kernel on stream B is waited for on B (a GPU op
+    // timed by synchronising another stream would be timed as its launch alone)
+    auto capture_on_b = [](Rank& r, OpRecorder& rec) {
+        rec.note(r.x, 64 * sizeof(float), true, "x"), rec.note(r.y, 64 * sizeof(float), true, "y");
+        rec.note(r.h, 64 * sizeof(float), false, "h");
+        tl_recorder = &rec;
+        device_copy(r.h, r.x, 64 * sizeof(float), r.b);
+        KernelCtx ctx;
+        ctx.stream = r.b;
+        launch(ctx, "a kernel", 0, {64}, {writes(r.y, 64)}, [] {});
+        host_work("host work", 64, {}, [] {});
+        tl_recorder = nullptr;
+        CHECK(rec.runs.size() == 3 && rec.finishes.size() == 3 && rec.runs[0] && rec.runs[1] && rec.runs[2],
+              "three ops captured, each with its closure");
+        CHECK(rec.finishes[0] && rec.finishes[1] && !rec.finishes[2],
+              "the copy and the kernel have a finish, host work does not");
+    };
+    for (int op : {0, 1})  // (each alone: either one's finish synchronises stream B for both)
+        expect_ordered(op ? "a captured kernel, finished on its stream" : "a captured copy, finished on its stream",
+                       [&](Rank& r) {
+                           OpRecorder rec(true);
+                           capture_on_b(r, rec);
+                           rec.runs[op](), rec.finishes[op]();
+                           check_host("the host", {reads(op ? r.y : r.h, 64)});
+                       });
+    expect_race("a captured kernel waited for on another stream", [&](Rank& r) {
+        OpRecorder rec(true);
+        capture_on_b(r, rec);
+        rec.runs[1](), stream_sync(r.a);
+        check_host("the host", {reads(r.y, 64)});
+    }, "which a kernel on stream B wrote");
 
     // released memory is poisoned
     {

@@ -18,9 +18,10 @@
 
 // A copy (src null: a memset) as the recorder sees it (zero/base/ops.h):
 // "zero", "copy" on the device, "to_host" or "to_device" across the arenas, by
-// its bytes; `run` does it. True in a dry run: then nothing moves.
-template <typename Run>
-bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&& run) {
+// its bytes; `run` queues it on its stream, `finish` waits for the stream. True
+// in a dry run: then nothing moves.
+template <typename Run, typename Finish>
+bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&& run, Finish&& finish) {
     OpRecorder* r = tl_recorder;
     if (!r) return false;
     StepOp op;
@@ -29,7 +30,8 @@ bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&
     op.lane = r->capture ? Lane::Compute : lane, op.bytes = bytes, op.dims = {(long)bytes};
     op.acc = {reads_bytes(src, bytes), writes_bytes((void*)dst, bytes)};
     const bool replayable = r->capture && r->known(dst) && (!src || r->known(src));  // (a read-back's vector dies)
-    r->add(op, replayable ? std::function<void()>(run) : nullptr);
+    if (replayable) r->add(op, run, finish);
+    else r->add(op);
     return !r->capture;
 }
 
@@ -117,11 +119,11 @@ inline void check_on(Stream, const char*, std::initializer_list<Access>) {}
 
 inline void device_zero(void* p, size_t bytes, Stream s) {
     auto run = [=] { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); };
-    if (!record_copy(nullptr, p, bytes, stream_lane(s), run)) run();
+    if (!record_copy(nullptr, p, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
 }
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
     auto run = [=] { cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); };
-    if (!record_copy(src, dst, bytes, stream_lane(s), run)) run();
+    if (!record_copy(src, dst, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
 }
 #else
 // The CPU build: a stream is just a name for "in order, now". In checking
@@ -190,14 +192,14 @@ inline void check_on(Stream s, const char* what, std::initializer_list<Access> a
 inline void device_zero(void* p, size_t bytes, Stream s) {
     check_on(s, "a memset", {writes_bytes(p, bytes)});
     auto run = [=] { memset(p, 0, bytes); };
-    if (!record_copy(nullptr, p, bytes, stream_lane(s), run)) run();
+    if (!record_copy(nullptr, p, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
 }
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
     check_on(s, "a copy", {reads_bytes(src, bytes), writes_bytes(dst, bytes)});
     auto run = [=] {
         if (dst != src) memcpy(dst, src, bytes);
     };
-    if (!record_copy(src, dst, bytes, stream_lane(s), run)) run();
+    if (!record_copy(src, dst, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
 }
 #endif
 

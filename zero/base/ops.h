@@ -69,12 +69,15 @@ class OpRecorder {
     const bool capture;         // a real step: ops run, and `runs` keeps how to run each again
     std::vector<StepOp> ops;
     std::vector<std::function<void()>> runs;  // capture: each op's closure (empty: not replayable)
+    // capture: how to wait until a run of the op's closure has finished -- its stream synchronised, as
+    // a closure only queues a GPU op (empty: host work, done when the closure returns)
+    std::vector<std::function<void()>> finishes;
     int step = 0;               // the step being recorded
     Lane host_lane = Lane::Host;  // where host work runs now: the rank's thread, or a task's worker
     int task_after = -1;        // the op a host task's first op waits for (its event)
 
-    int add(StepOp op, std::function<void()> run = nullptr) {
-        if (capture) runs.push_back(std::move(run));
+    int add(StepOp op, std::function<void()> run = nullptr, std::function<void()> finish = nullptr) {
+        if (capture) runs.push_back(std::move(run)), finishes.push_back(std::move(finish));
         op.step = step;
         if (op.lane == Lane::Host || op.lane == Lane::Worker || op.lane == Lane::Update) {
             if (op.lane != Lane::Host && task_after >= 0) op.after.push_back(task_after), task_after = -1;

@@ -194,7 +194,7 @@ class NcclComm : public Comm {
         int sub_rank = 0, sub_world = 0;
         ncclCheck(ncclCommUserRank(sub, &sub_rank));
         ncclCheck(ncclCommCount(sub, &sub_world));
-        return std::make_unique<NcclComm>(sub, sub_rank, sub_world);
+        return std::make_unique<NcclComm>(sub, sub_rank, sub_world, timeout);  // (--timeout holds in every group)
     }
 
   private:
@@ -252,7 +252,10 @@ class NcclComm : public Comm {
     // issue order, so if the latest is not done `timeout` seconds after it was
     // issued, some rank never joined it (or an earlier one) and the job would hang
     // wherever the host next waits (cudaStreamSynchronize included). Either way
-    // the communicator is aborted and the process ends with a line saying why.
+    // the process ends with a line saying why. Not ncclCommAbort first: it can
+    // block on this rank's other communicators' kernels, still waiting for the
+    // same dead peer, and the line would never come; the process's end releases
+    // the communicators anyway.
     void watchdog() {
         cudaSetDevice(device);
         std::unique_lock<std::mutex> lock(watch_mu);
@@ -261,14 +264,12 @@ class NcclComm : public Comm {
             ncclResult_t r = ncclCommGetAsyncError(comm, &async);
             if (r == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
                 std::string why = nccl_error_text(async);
-                ncclCommAbort(comm);
                 fail("rank %d: NCCL failed in %s: %s (a peer rank died or its connection broke)", rank,
                      last_op.c_str(), why.c_str());
             }
             if (!any_issued || timeout <= 0) continue;
             double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_issued).count();
             if (waited > timeout && cudaEventQuery(last_done) == cudaErrorNotReady) {
-                ncclCommAbort(comm);
                 fail("rank %d: %s issued %.0f s ago has not completed: some rank died or never joined it (or an "
                      "earlier collective); --timeout sets the limit",
                      rank, last_op.c_str(), waited);
@@ -287,7 +288,6 @@ class NcclComm : public Comm {
             ncclCheck(ncclCommGetAsyncError(comm, &async));
             if (async != ncclSuccess && async != ncclInProgress) {
                 std::string why = nccl_error_text(async);
-                ncclCommAbort(comm);
                 fail("rank %d: NCCL failed while waiting for the other ranks: %s", rank, why.c_str());
             }
             if (spins < 1000) std::this_thread::yield();

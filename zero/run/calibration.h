@@ -96,26 +96,39 @@ void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int
         const std::vector<int>& h = table.holders.at(key);
         const long before_me = std::count_if(h.begin(), h.end(), [&](int k) { return k < world.rank; });
         if (it != mine.end() && before_me < at_once) {
-            double t = time_calls(rec.runs[it->second], [&] { stream_sync(r.ctx.stream); });
+            const std::function<void()>& finish = rec.finishes[it->second];  // (the op's own stream)
+            double t = time_calls(rec.runs[it->second], [&] { if (finish) finish(); });
             std::lock_guard<std::mutex> lock(table.mu);
             table.seconds[key].push_back(t);
         }
         world.barrier();
     }
-    // the copies with nothing to replay, between buffers of their own; a receive is a device
-    // copy of its bytes from the sender's buffer
-    if (world.rank == 0)
-        for (const auto& [key, op] : table.copies) {
-            if (table.seconds.count(key)) continue;
-            const size_t bytes = op.bytes;
-            char* x = (char*)(op.kind == "to_device" ? host_malloc(bytes) : device_malloc(bytes));
-            char* y = (char*)(op.kind == "to_host" ? host_malloc(bytes) : device_malloc(bytes));
-            table.seconds[key].push_back(time_calls(
-                [&] { op.kind == "zero" ? device_zero(y, bytes, r.ctx.stream) : device_copy(y, x, bytes, r.ctx.stream); },
-                [&] { stream_sync(r.ctx.stream); }));
+    // the copies with nothing to replay, between buffers of their own, by the first at_once ranks at
+    // once like the rest (the table keeps times of that many sharing the device); a receive is a
+    // device copy of its bytes from the sender's buffer
+    std::vector<StepOp> unreplayed;
+    for (const auto& [key, op] : table.copies)
+        if (!table.seconds.count(key)) unreplayed.push_back(op);
+    for (const StepOp& op : unreplayed) {
+        world.barrier();
+        const size_t bytes = op.bytes;
+        const bool timer = world.rank < at_once;
+        char* x = !timer ? nullptr : (char*)(op.kind == "to_device" ? host_malloc(bytes) : device_malloc(bytes));
+        char* y = !timer ? nullptr : (char*)(op.kind == "to_host" ? host_malloc(bytes) : device_malloc(bytes));
+        world.barrier();  // (every rank's allocations made before any times)
+        if (timer) {
+            Stream s = r.ctx.stream;
+            double t = time_calls([&] { op.kind == "zero" ? device_zero(y, bytes, s) : device_copy(y, x, bytes, s); },
+                                  [&] { stream_sync(s); });
+            std::lock_guard<std::mutex> lock(table.mu);
+            table.seconds[op.key()].push_back(t);
+        }
+        world.barrier();
+        if (timer) {
             op.kind == "to_device" ? host_free(x) : device_free(x);
             op.kind == "to_host" ? host_free(y) : device_free(y);
         }
+    }
 }
 
 // The whole calibration: the emulated ranks, then the collectives, merged into FILE.
