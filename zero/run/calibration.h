@@ -109,8 +109,7 @@ void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int
     std::vector<StepOp> unreplayed;
     for (const auto& [key, op] : table.copies)
         if (!table.seconds.count(key)) unreplayed.push_back(op);
-    for (const StepOp& op : unreplayed) {
-        world.barrier();
+    for (const StepOp& op : unreplayed) {  // (the barrier that ends each replay or copy orders the next)
         const size_t bytes = op.bytes;
         const bool timer = world.rank < at_once;
         char* x = !timer ? nullptr : (char*)(op.kind == "to_device" ? host_malloc(bytes) : device_malloc(bytes));
