@@ -97,7 +97,7 @@ build/reproduce: zero/reproduce/reproduce.cpp $(HOST_OBJS)
 	$(CXX) $(CPU_FLAGS) -MMD -MP -MF build/reproduce.d -o $@ $< $(HOST_OBJS) -lpthread
 
 # The NVMe offload's disk traffic against plain sequential I/O (dev/bench_nvme.cpp): a benchmark, not a test.
-bench_nvme: dev/bench_nvme.cpp zero/engine/disk_states.h
+bench_nvme: dev/bench_nvme.cpp zero/engine/disk_states.h zero/perf/disk_rates.h
 	$(CXX) $(CPU_FLAGS) -o build/$@ $< -lpthread
 
 -include $(CUDA_OBJS:.o=.d) $(CPU_OBJS:.o=.d) $(HOST_OBJS:.o=.d) build/reproduce.d

@@ -39,6 +39,7 @@
 #include "zero/run/rank.h"
 #include "zero/run/reports.h"
 #include "zero/run/sample.h"
+#include "zero/run/step_trace.h"
 #include "zero/run/train_step.h"
 #ifdef ZERO_CUDA
 #include "zero/comm/comm_nccl.h"
@@ -67,6 +68,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
 #ifdef _OPENMP
     omp_set_num_threads(run.cpu_threads_per_rank());  // OMP_NUM_THREADS, or every core, over the ranks
 #endif
+    StepTrace trace(o, run, world_comm.rank);  // --trace: records from here (zero/run/step_trace.h)
     Rank<T> r(o, run, world_comm);  // the groups, memory, engine, model and pipeline stage (zero/run/rank.h)
     ZeroEngine<T>& zero = r.zero;
     Comm& data = r.groups.data();
@@ -177,6 +179,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
         }
         const float lr = learning_rate_at(o, step, total_steps), scale = scaler.scale();
         const float dloss = scale / (float)tokens_per_step;  // d(mean loss)/d(token loss), scaled
+        trace.before(step, start_step, total_steps, run.offload_delay_steps);
         StepOutcome s = train_step(r, batches, o.micro_batch, o.seq_len, lr, dloss, oc, scale, tokens_per_step);
         scaler.update(s.result.skipped);
         const double ms = clock.lap();
@@ -195,6 +198,7 @@ void train_rank(const TrainOptions& o, const RunSetup& run, Comm& world_comm) {
             report_memory(step + 1, r.groups, s.live, r.predicted, r.mem, run.offload_optimizer ? &times : nullptr,
                           zero.optimizer_numel(), device_memory_used(), device_used_at_start, o.output_dir);
         }
+        trace.after(world_comm, ms / 1e3, stdout);
     }
 
     // ---- the run's end: its average step, the pipeline's bubble, the loss curve

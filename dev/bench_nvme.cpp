@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "zero/engine/disk_states.h"
+#include "zero/perf/disk_rates.h"
 
 namespace {
 

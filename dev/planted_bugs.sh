@@ -18,8 +18,12 @@ bugs=(
 "landing_reused_early|zero/engine/offload.h|        if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);\n||offload_recompute"
 "activation_slot_out_of_order|zero/pipeline/stage_runner.h|return micro % model.acts.slots;|return micro / 2 % model.acts.slots;|pipeline pp_trainer"
 "all_reduce_without_wait|zero/engine/zero_engine.h|        stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|        if (stage != 0) stream_wait(comm_stream, compute_done);\n        reduce_unit(u, micro_step);|zero_stages perf_trace"
-"disk_read_overtakes_write|zero/engine/disk_states.h|            if (s.write_op >= 0) op.after = {s.write_op};\n||disk_states"
-"dry_run_drops_a_wait|zero/base/backend.h|    if (e \&\& dry_recorder()) dry_recorder()->wait(stream_lane(s), e->op);\n||perf_trace dry_run_scale"
+"disk_read_overtakes_write|zero/engine/disk_states.h|        if (s.write_op >= 0) op.after = {s.write_op};\n||disk_states"
+"dry_run_drops_a_wait|zero/base/backend.h|    if (OpRecorder* r = tl_recorder) r->wait(stream_lane(s), r->event_op(e));\n    if (checked(e)|    if (OpRecorder* r = tl_recorder; r \&\& r->capture) r->wait(stream_lane(s), r->event_op(e));\n    if (checked(e)|perf_trace dry_run_scale"
+"dry_run_skips_a_copy_down|zero/engine/offload.h|        comm.note_transfer(\"to_host\", n * sizeof(T), u);\n        device_copy(|        comm.note_transfer(\"to_host\", n * sizeof(T), u);\n        if (!dry_recorder()) device_copy(|perf_trace"
+"clip_by_own_shard|zero/engine/zero_engine.h|        double total = comm.sum_scalar(local);|        double total = (comm.sum_scalar(local), local);|clip_across_ranks"
+"short_transfer_taken_whole|zero/engine/disk_states.h|            done += (size_t)got;|            done += left;|disk_states"
+"stage_rounding_keys_local|zero/engine/rank_state.h|whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]|whole.full_offset[u] - plan.full_offset[u]|pp_trainer"
 )
 
 wanted=("$@")

@@ -54,14 +54,11 @@ template <typename Run>
 void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
             std::initializer_list<Access> acc, Run&& run) {
     check_on(ctx.stream, kind, acc);
-    if (OpRecorder* r = tl_recorder) {
-        StepOp op;
-        op.kind = std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16");
-        op.lane = stream_lane(ctx.stream), op.dims = dims, op.acc = acc;
-        if (!r->capture) return (void)r->add(op);
-        r->add(op, run, [s = ctx.stream] { stream_sync(s); });  // a capture: run again, finished on its stream
-    }
-    run();
+    if (!tl_recorder) return run();
+    StepOp op = step_op(OpKind::Kernel, stream_lane(ctx.stream),
+                        std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16"));
+    op.dims = dims, op.acc = acc;
+    perform(op, ctx.stream, run, [s = ctx.stream] { stream_sync(s); });  // a capture runs it again, finished on its stream
 }
 
 // out = wte[tokens] + wpe[position]
@@ -356,7 +353,7 @@ inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
 
 inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channels, int num_heads) {
     KernelCtx ctx;
-    ctx.stream = stream_create("the compute stream");
+    ctx.stream = stream_create(Lane::Compute, "the compute stream");
 #ifdef ZERO_CUDA
     if (!dry_recorder()) cublasCheck(cublasLtCreate(&ctx.lt));  // (a dry run launches nothing)
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;

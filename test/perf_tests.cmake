@@ -8,3 +8,6 @@ zero_test(NAME dry_run_scale SOURCES test_dry_run_scale.cpp LABELS cpu perf)
 # in time, costs from measured and specification profiles, the step's FLOPs,
 # the delayed update's overlap (test_perf_model.cpp).
 zero_test(NAME perf_model SOURCES test_perf_model.cpp LABELS cpu perf)
+# --trace: a dry run's predicted step and a real run's captured one, read back as a viewer reads them
+# (test_trace.cpp)
+zero_test(NAME trace SOURCES test_trace.cpp ARGS ${CPU_TRAINER} LABELS cpu perf)

@@ -298,7 +298,7 @@ void test_model_parallel_batch() {
         FILE* f = open_file("ds_mp_batch.json", "wb");
         fputs(json, f);
         fclose(f);
-        std::vector<std::string> args = {"prog", "-e", "L=2,H=4,C=64,V=512,T=32", "-t", "32",
+        std::vector<std::string> args = {"prog", "-e", "L=2,H=12,C=96,V=384,T=32", "-t", "32",
                                          "--deepspeed_config", "ds_mp_batch.json"};
         args.insert(args.end(), flags.begin(), flags.end());
         std::vector<char*> argv;
@@ -316,6 +316,17 @@ void test_model_parallel_batch() {
     EXPECT(setup(micro2_accum2, {"--ranks", "8", "--tp", "2", "--pp", "2"}) == std::make_tuple(2, 2, 8L),
            "micro 2, accum 2, tp 2 x pp 2");
     EXPECT(setup(micro2_accum2, {"--ranks", "4"}) == std::make_tuple(2, 2, 16L), "micro 2, accum 2, 4 data ranks");
+    // grids whose data-parallel degree is not their tensor-parallel one (where dividing the world by
+    // the wrong one of the two would still have given the right answer above)
+    EXPECT(setup(micro2_accum2, {"--ranks", "8", "--tp", "2"}) == std::make_tuple(2, 2, 16L),
+           "micro 2, accum 2, 8 ranks at tp 2: 4 data ranks");
+    EXPECT(setup(micro2_accum2, {"--ranks", "6", "--tp", "3"}) == std::make_tuple(2, 2, 8L),
+           "micro 2, accum 2, 6 ranks at tp 3: 2 data ranks");
+    EXPECT(setup(R"({"train_batch_size": 24})", {"--ranks", "8", "--tp", "2"}) == std::make_tuple(6, 1, 24L),
+           "train_batch_size 24 alone over 4 data ranks: micro-batch 6");
+    EXPECT(setup(R"({"train_batch_size": 24, "gradient_accumulation_steps": 3})", {"--ranks", "6", "--tp", "3"}) ==
+               std::make_tuple(4, 3, 24L),
+           "train_batch_size 24 in 3 micro-steps over 2 data ranks: micro-batch 4");
     // train_batch_size 4 with micro 2 on 2 data-parallel ranks: one micro-step (the world of 4 would refuse it)
     EXPECT(setup(R"({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2})", {"--ranks", "4", "--tp", "2"}) ==
                std::make_tuple(2, 1, 4L),

@@ -22,9 +22,9 @@ static void check(const std::string& flags) {
     TrainOptions o = options_from_flags(flags);
     RunSetup run = make_run_setup(o);
     HostClock clock;
-    std::vector<DryRank> dry = dry_run(o, run);
+    std::vector<RecordedRank> dry = dry_run(o, run);
     const double seconds = clock.seconds();
-    for (const DryRank& d : dry) {
+    for (const RecordedRank& d : dry) {
         MemoryPrediction p = predict_memory(d.q, SHARD_ALIGN);
         const MemCounts* got[4] = {&d.reserved, &d.live.forward, &d.live.backward, &d.live.step};
         const MemCounts* want[4] = {&p.reserved, &p.after_forward, &p.after_backward, &p.after_step};

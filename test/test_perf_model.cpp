@@ -78,11 +78,39 @@ static void collectives() {
     EXPECT(m == 16 && n == 8, "no tp: 16 data ranks a node (%d x %d)", m, n);
 }
 
+// An op by its name: of the kind so named (all_reduce, host_wait, ...), else a kernel.
+static StepOp named(const std::string& name) {
+    for (int k = 0; k < (int)OpKind::COUNT; k++)
+        if (name == op_kind_name((OpKind)k)) return step_op((OpKind)k, Lane::Compute);
+    return step_op(OpKind::Kernel, Lane::Compute, name);
+}
+
 // A schedule of hand-made ops.
 static StepOp op(const char* kind, Lane lane, std::vector<int> after = {}, int step = 0) {
-    StepOp o;
-    o.kind = kind, o.lane = lane, o.after = after, o.step = step;
+    StepOp o = named(kind);
+    o.lane = lane, o.after = after, o.step = step;
     return o;
+}
+
+// Each list's step ends (the thread's time), laid out by the one engine under `rules`.
+static std::vector<std::vector<double>> ends(const std::vector<StepSchedule>& stages,
+                                             const std::vector<std::vector<double>>& d, LayoutRules rules = {}) {
+    std::vector<const std::vector<StepOp>*> lists;
+    for (const StepSchedule& s : stages) lists.push_back(&s.ops);
+    const Timeline tl = lay_out(lists, d, rules);
+    EXPECT(tl.ran, "the lists cannot run together");
+    return tl.step_end;
+}
+static LayoutRules synchronous() {
+    LayoutRules r;
+    r.synchronous = true;
+    return r;
+}
+// the CPU build's emulated ranks sharing `capacity` ranks' worth of cores
+static LayoutRules shared_cores(double ranks_per_list, double capacity) {
+    LayoutRules r = synchronous();
+    r.ranks_per_list = ranks_per_list, r.capacity = capacity;
+    return r;
 }
 
 static void layout_in_time() {
@@ -98,7 +126,7 @@ static void layout_in_time() {
         s.ops.push_back(op("host_wait", Lane::Host, {base + 3}, k));
     }
     std::vector<std::vector<double>> d = {{1, 3, 2, 1, 0, 1, 3, 2, 1, 0}};
-    std::vector<double> sync = lay_out({s}, d, true)[0], streams = lay_out({s}, d, false)[0];
+    std::vector<double> sync = ends({s}, d, synchronous())[0], streams = ends({s}, d)[0];
     EXPECT(near(sync[0], 7) && near(sync[1], 14), "synchronous: the sum (%g, %g)", sync[0], sync[1]);
     // streams: a 0-1, collective 1-4 beside b 1-3, c waits to 4, ends 5: the host waits for it
     EXPECT(near(streams[0], 5) && near(streams[1], 10), "streams: the collective hides b (%g, %g)", streams[0],
@@ -109,12 +137,38 @@ static void layout_in_time() {
     h.ops.push_back(op("to_device", Lane::Comm));
     h.ops.push_back(op("k", Lane::Compute));
     h.ops.push_back(op("host_wait", Lane::Host, {1}));
-    std::vector<double> he = lay_out({h}, {{2, 1, 5, 0}}, false)[0];
+    std::vector<double> he = ends({h}, {{2, 1, 5, 0}})[0];
     EXPECT(near(he[0], 3), "host 0-2, transfer 2-3, the kernel 2-7 unwaited: the host's step ends at 3 (%g)", he[0]);
 }
 
-// A pipeline's stages laid out together against zero/pipeline/schedule.h's own
-// timeline of the same slots (an independent implementation): each slot a
+// The reference for a pipeline's slots, written apart from the lay-out engine:
+// slot by slot, each starting once its stage's slot before it and the slot it
+// takes its input from (F(s-1, i) for F(s, i), B(s+1, i) for B(s, i)) have ended.
+static double reference_makespan(const std::vector<StageSlots>& sched, const std::vector<std::vector<double>>& d) {
+    const int P = (int)sched.size();
+    int m = 0;
+    for (const StageSlots& st : sched)
+        for (const PipeSlot& x : st) m = std::max(m, x.micro + 1);
+    std::vector<std::vector<std::vector<double>>> done(P, std::vector<std::vector<double>>(2, std::vector<double>(m, -1)));
+    std::vector<size_t> next(P, 0);
+    std::vector<double> clock(P, 0.0);
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int s = 0; s < P; s++)
+            while (next[s] < sched[s].size()) {
+                const PipeSlot& x = sched[s][next[s]];
+                const int from = x.backward ? s + 1 : s - 1;
+                const double ready = from < 0 || from >= P ? 0.0 : done[from][x.backward][x.micro];
+                if (ready < 0) break;
+                clock[s] = done[s][x.backward][x.micro] = std::max(clock[s], ready) + d[s][next[s]];
+                next[s]++, progress = true;
+            }
+    }
+    return *std::max_element(clock.begin(), clock.end());
+}
+
+// A pipeline's stages laid out by the engine, against the reference above and
+// against zero/pipeline/schedule.h's timeline of the same slots: each slot a
 // receive (from the stage before for a forward, after for a backward), its
 // work, and a send; F takes 1, B 2 on stage s, times 1 + s/4 (unequal stages).
 static void pipelines() {
@@ -141,13 +195,16 @@ static void pipelines() {
                         stages[s].ops.push_back(snd), dur[s].push_back(0);
                     }
                 }
-            double want = 0;
-            for (const auto& st : pipeline_timeline(sched, slot_time)) want = std::max(want, st.back().end);
+            const double want = reference_makespan(sched, slot_time);
+            double timeline = 0;
+            for (const auto& st : pipeline_timeline(sched, slot_time)) timeline = std::max(timeline, st.back().end);
+            EXPECT(near(timeline, want), "%s P %d: the schedule's timeline %g, the reference %g",
+                   pipeline_schedule_name(kind), P, timeline, want);
             double got = 0, shared = 0, squeezed = 0;
-            for (const auto& e : lay_out(stages, dur, true)) got = std::max(got, e[0]);
-            for (const auto& e : lay_out_shared(stages, dur, 1, P)) shared = std::max(shared, e[0]);
-            for (const auto& e : lay_out_shared(stages, dur, 1, 0.5)) squeezed = std::max(squeezed, e[0]);
-            EXPECT(near(got, want) && near(shared, want), "%s P %d: laid out %g, shared cores %g, the schedule's own %g",
+            for (const auto& e : ends(stages, dur, synchronous())) got = std::max(got, e[0]);
+            for (const auto& e : ends(stages, dur, shared_cores(1, P))) shared = std::max(shared, e[0]);
+            for (const auto& e : ends(stages, dur, shared_cores(1, 0.5))) squeezed = std::max(squeezed, e[0]);
+            EXPECT(near(got, want) && near(shared, want), "%s P %d: laid out %g, shared cores %g, the reference %g",
                    pipeline_schedule_name(kind), P, got, shared, want);
             // half a core for all: one busy stage at a time runs at half speed, more share it
             double work = 0;
@@ -183,14 +240,14 @@ static void disk_beside_the_thread() {
     // a read of 5 ends after the thread's 3: it waits 2, then the AdamW; the write (2) overlaps the next step's
     // compute, and the next read (5) waits for the write: 6-8, read 8-13, the thread's 9-13 waits, AdamW 13-14
     std::vector<std::vector<double>> d = {{5, 2, 1, 0, 1, 2, 5, 2, 1, 0, 1, 2}};
-    std::vector<double> streams = lay_out({s}, d, false)[0], sync = lay_out({s}, d, true)[0],
-                        shared = lay_out_shared({s}, d, 1, 1)[0];
+    std::vector<double> streams = ends({s}, d)[0], sync = ends({s}, d, synchronous())[0],
+                        shared = ends({s}, d, shared_cores(1, 1))[0];
     EXPECT(near(streams[0], 6) && near(streams[1], 14), "streams: the disk beside (%g, %g)", streams[0], streams[1]);
     EXPECT(near(sync[0], 6) && near(sync[1], 14), "CPU build: the disk beside its thread too (%g, %g)", sync[0], sync[1]);
     EXPECT(near(shared[0], 6) && near(shared[1], 14), "shared cores: the same (%g, %g)", shared[0], shared[1]);
     // two stages sharing one core: their work at half speed, their disks each its own lane: fwd and bwd 0-6,
     // AdamW 6-8 (the reads ended at 5), writes 8-10; then reads 10-15, compute 8-14, the wait, AdamW 15-17
-    std::vector<double> two = lay_out_shared({s, s}, {d[0], d[0]}, 1, 1)[1];
+    std::vector<double> two = ends({s, s}, {d[0], d[0]}, shared_cores(1, 1))[1];
     EXPECT(near(two[0], 8) && near(two[1], 17), "two stages on one core (%g, %g)", two[0], two[1]);
     // the disk is the machine's: an emulated run's ranks share it, a cluster node's devices share theirs
     MemoryQuery q;
@@ -222,7 +279,7 @@ static void costs() {
     Placement one;
     OpTimer t(p, q, one);
     StepOp mm;
-    mm.kind = "matmul_fwd_f32", mm.dims = {10, 50, 1000, 1};
+    mm.name = "matmul_fwd_f32", mm.dims = {10, 50, 1000, 1};
     EXPECT(near(t.seconds(mm), 1e-3), "an exact shape");
     mm.dims = {10, 100, 2000, 1};  // 4e6 FLOP
     EXPECT(near(t.seconds(mm), 4e6 / 2e9, 1e-9), "interpolated: %.9g, closed form %.9g", t.seconds(mm), 2e-3);
@@ -234,7 +291,7 @@ static void costs() {
     eight.world = 8;
     OpTimer t8(p, q, eight);
     StepOp ln;
-    ln.kind = "layernorm_fwd_f32", ln.dims = {64, 64};
+    ln.name = "layernorm_fwd_f32", ln.dims = {64, 64};
     EXPECT(near(t8.seconds(ln), 4 * 7e-6), "oversubscribed: %g", t8.seconds(ln));
 }
 
@@ -244,7 +301,7 @@ static void step_flops_and_sums() {
     for (int r : {0, 2}) {
         StepSchedule s = schedule_of(model + " -r " + std::to_string(r));
         double flops = 0;
-        for (const StepOp& o : s.ops) flops += o.step == 0 ? op_flops(o.kind, o.dims) : 0;
+        for (const StepOp& o : s.ops) flops += o.step == 0 ? op_flops(o.name, o.dims) : 0;
         double per_token = 6 * (12 * L * C * C + Vp * C) + 6 * L * C * T + (r == 2 ? 2 * 12 * L * C * C + 2 * L * C * T : 0);
         EXPECT(near(flops, per_token * tokens), "recompute %d: %.6g FLOP, closed form %.6g", r, flops, per_token * tokens);
     }
@@ -254,16 +311,16 @@ static void step_flops_and_sums() {
     const MemoryQuery q = s.q;
     double sum = 0, coll = 0;
     for (const StepOp& o : s.ops) {
-        if (o.kind == "host_wait") continue;
+        if (o.kind == OpKind::HostWait) continue;
         double v = 1e-4 * (1 + o.key().size() % 7);  // any positive time per shape
-        if (o.collective()) p.collectives["N2g2"][o.kind + " " + std::to_string(o.bytes)] = v;
+        if (o.collective()) p.collectives["N2g2"][o.name + " " + std::to_string(o.bytes)] = v;
         else p.kernels["r2"][o.key()] = v;
     }
     for (const StepOp& o : s.ops) {
-        if (o.kind == "host_wait" || o.step != 1) continue;
-        double v = o.collective() ? p.collectives["N2g2"][o.kind + " " + std::to_string(o.bytes)] : p.kernels["r2"][o.key()];
+        if (o.kind == OpKind::HostWait || o.step != 1) continue;
+        double v = o.collective() ? p.collectives["N2g2"][o.name + " " + std::to_string(o.bytes)] : p.kernels["r2"][o.key()];
         sum += v;
-        if (o.collective() && o.kind != "scalar") coll += v;
+        if (o.collective() && o.kind != OpKind::Scalar) coll += v;
     }
     Placement two;
     two.world = 2;
@@ -302,16 +359,16 @@ static void specification_profiles() {
     pl.emulated = false, pl.world = 8;
     OpTimer t(p, q, pl);
     StepOp mm;
-    mm.kind = "matmul_fwd_16", mm.dims = {10, 100, 1000, 1};
+    mm.name = "matmul_fwd_16", mm.dims = {10, 100, 1000, 1};
     EXPECT(near(t.seconds(mm), 2e6 / (0.5 * 100e12)), "a matmul at the measured 50%%: %g", t.seconds(mm));
-    mm.kind = "matmul_fwd_gelu_16";
+    mm.name = "matmul_fwd_gelu_16";
     EXPECT(near(t.seconds(mm), 2e6 / (0.5 * 100e12)), "the fused GELU at the matmul's efficiency");
     StepOp at;
-    at.kind = "attention_fwd_16", at.dims = {2, 32, 16, 1};  // 2 B T^2 C = 65536 FLOP
+    at.name = "attention_fwd_16", at.dims = {2, 32, 16, 1};  // 2 B T^2 C = 65536 FLOP
     EXPECT(near(t.seconds(at), 65536 / (0.25 * 100e12)), "attention at the chain's stated 25%%");
     // the tensor group (4 adjacent ranks) fills a node; the data group (2, 4 apart) spans two
     StepOp c;
-    c.kind = "all_reduce", c.group = "tensor", c.bytes = 1000000;
+    c.kind = OpKind::AllReduce, c.name = "all_reduce", c.group = "tensor", c.bytes = 1000000;
     EXPECT(near(t.seconds(c), flat_seconds("all_reduce", 1e6, 4, Tier{1e11, 1e-6})), "tensor all-reduce in a node");
     c.group = "data";
     EXPECT(near(t.seconds(c), flat_seconds("all_reduce", 1e6, 2, Tier{40e9 / 4, 5e-6})),
@@ -340,11 +397,11 @@ static void delayed_update() {
             double kernels = 0, adamw = 0, ops = 0;  // in step 1
             for (size_t i = 0; i < s.ops.size(); i++)
                 if (s.ops[i].lane == Lane::Compute) d[i] = 1e-3, kernels += s.ops[i].step;
-            for (size_t i = 0; i < s.ops.size(); i++) ops += s.ops[i].step && base_kind(s.ops[i].kind) == "cpu_adamw";
+            for (size_t i = 0; i < s.ops.size(); i++) ops += s.ops[i].step && base_kind(s.ops[i].name) == "cpu_adamw";
             for (size_t i = 0; i < s.ops.size(); i++)
-                if (base_kind(s.ops[i].kind) == "cpu_adamw") d[i] = adamw_share * kernels * 1e-3 / ops;
+                if (base_kind(s.ops[i].name) == "cpu_adamw") d[i] = adamw_share * kernels * 1e-3 / ops;
             kernels *= 1e-3, adamw = adamw_share * kernels;
-            std::vector<double> e = lay_out({s}, {d}, false)[0];
+            std::vector<double> e = ends({s}, {d})[0];
             double want = delayed ? std::max(kernels, adamw) : kernels + adamw;
             EXPECT(near(e[1] - e[0], want, 1e-9), "%s, AdamW %.1f x the kernels: step %.6g s, want %.6g",
                    delayed ? "delayed" : "undelayed", adamw_share, e[1] - e[0], want);
@@ -377,12 +434,13 @@ static void data_parallel_without_overlap() {
     s.ops.push_back(op("host_wait", Lane::Host, {1}));
     s.ops.push_back(op("host_wait", Lane::Host, {2}));
     const std::vector<std::vector<double>> d = {{1, 3, 2, 0, 0}};
-    EXPECT(near(lay_out({s}, d, false)[0][0], 4), "overlapped: a, then the all-reduce beside b (%g)",
-           lay_out({s}, d, false)[0][0]);
-    EXPECT(near(lay_out({s}, d, false, nullptr, false)[0][0], 6), "not overlapped: a, the all-reduce, b (%g)",
-           lay_out({s}, d, false, nullptr, false)[0][0]);
+    LayoutRules no_overlap;
+    no_overlap.overlap_data = false;
+    EXPECT(near(ends({s}, d)[0][0], 4), "overlapped: a, then the all-reduce beside b (%g)", ends({s}, d)[0][0]);
+    EXPECT(near(ends({s}, d, no_overlap)[0][0], 6), "not overlapped: a, the all-reduce, b (%g)",
+           ends({s}, d, no_overlap)[0][0]);
     s.ops[1].group = "tensor";
-    EXPECT(near(lay_out({s}, d, false, nullptr, false)[0][0], 4), "only the data group's");
+    EXPECT(near(ends({s}, d, no_overlap)[0][0], 4), "only the data group's");
 }
 
 // A spec profile of the V100 cluster's kind, written here: a GEMM benchmark, DeepSpeed's reduce-scatter
@@ -398,10 +456,10 @@ static void v100_kind_of_profile() {
     {
         const TrainOptions o = options_from_flags(anchor);
         const RunSetup run = make_run_setup(o);
-        const std::vector<DryRank> dry = dry_run(o, run);
+        const std::vector<RecordedRank> dry = dry_run(o, run);
         for (const StepOp& op : dry[0].ops)
-            if (!op.collective() && !op.transfer() && op.kind != "host_wait" && kinds.find("\"" + base_kind(op.kind) + "\"") == std::string::npos)
-                kinds += (kinds.empty() ? "\"" : ", \"") + base_kind(op.kind) + "\": 0.5";
+            if (!op.collective() && !op.transfer() && op.kind != OpKind::HostWait && kinds.find("\"" + base_kind(op.name) + "\"") == std::string::npos)
+                kinds += (kinds.empty() ? "\"" : ", \"") + base_kind(op.name) + "\": 0.5";
     }
     f = fopen("perf_model_v100.json", "w");
     fprintf(f, "{\"efficiency\": {%s}, ", kinds.c_str());
@@ -422,16 +480,16 @@ static void v100_kind_of_profile() {
     pl.emulated = false, pl.world = 8;
     OpTimer t(p, q, pl);
     StepOp mm;
-    mm.kind = "matmul_fwd_16", mm.dims = {1000, 1000, 1000, 1};
+    mm.name = "matmul_fwd_16", mm.dims = {1000, 1000, 1000, 1};
     EXPECT(near(t.seconds(mm), 40e-6), "a benchmarked shape's own time: %g", t.seconds(mm));
-    mm.kind = "matmul_bwd_16", mm.dims = {1000, 1000, 1000, 1};  // two 2 GFLOP GEMMs
+    mm.name = "matmul_bwd_16", mm.dims = {1000, 1000, 1000, 1};  // two 2 GFLOP GEMMs
     EXPECT(near(t.seconds(mm), 80e-6), "a backward: two GEMMs of its work (%g)", t.seconds(mm));
-    mm.kind = "matmul_fwd_16", mm.dims = {10000, 1000, 1000, 1};  // 20 GFLOP: halfway in log(work)
+    mm.name = "matmul_fwd_16", mm.dims = {10000, 1000, 1000, 1};  // 20 GFLOP: halfway in log(work)
     EXPECT(near(t.seconds(mm), 20e9 / (0.65 * 100e12)), "between them, linear in log(work): %g", t.seconds(mm));
     // the stage-2 reduce-scatter of the data group (8 ranks, 4 a node on 2 nodes): 10 buckets of 1e6 fp16
     // elements, each 8 reduces of 7 ring steps at the network's latency, beyond the reduce-scatter itself
     StepOp rs;
-    rs.kind = "reduce_scatter", rs.group = "data", rs.bytes = 20000000;
+    rs.kind = OpKind::ReduceScatter, rs.name = "reduce_scatter", rs.group = "data", rs.bytes = 20000000;
     const double plain = cluster_collective_seconds("reduce_scatter", 2e7, 4, 2, Tier{1e11, 1e-6}, Tier{1e10, 5e-6});
     EXPECT(near(t.seconds(rs), plain + 10 * 8 * 7 * 5e-6), "reduce-scatter by reduces: %g", t.seconds(rs));
     q.stage = 1;

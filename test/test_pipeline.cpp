@@ -113,6 +113,8 @@ static PpResult run_case(const PpCase& c) {
         zc.offload.params = c.offload_param ? ParamHome::Host : ParamHome::Device;
         {
             ZeroEngine<T> zero(layout, dpc, mem, ctx, zc, tensor.get(), pipe.get(), tied.get());
+            EXPECT(zero.grid_rank == rank, "%s: rank %d (stage %d, data rank %d, tensor rank %d) names itself %d", name.c_str(),
+                   rank, st, dp, tp, zero.grid_rank);  // (NVMe offload's file and messages)
             const int slots = P > 1 ? PipelineStage<T>::activation_slots(kind, P, st, A) : 1;
             GPT2<T> model(zero, B, SEQ, c.recompute, c.offload_activations, mem, c.sp, slots);
             std::unique_ptr<PipelineStage<T>> runner;

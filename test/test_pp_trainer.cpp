@@ -2,7 +2,10 @@
 // process: bytes, memory per stage, the tied copies, every ZeRO stage):
 //   * dp x tp x pp grids train to --pp 1's losses, validation losses, samples
 //     and final model.bin at the same batch and tensor ranks, bit for bit, from
-//     a fresh model and from an llm.c model file;
+//     a fresh model and from an llm.c model file; in bf16 too, where a later
+//     stage's layers round their parameters by the whole model's keys (the
+//     stochastic rounding of element e is keyed by e's place in the whole
+//     model, so --pp 1's layer l and a stage's layer l round alike);
 //   * the start-up prints the grid and its rank order and the pipeline; the
 //     end, the bubble line, measured beside the formula; with -o the slots'
 //     times land in pipeline_timeline.csv, each stage's 2m slots;
@@ -17,6 +20,22 @@
 #include <string>
 
 #include "test/trainer_run.h"
+
+// Where two model files' parameters first differ: ", first in layer l" (or the embeddings, the final layernorm).
+static std::string first_layer_differing(const std::string& a, const std::string& b) {
+    if (!file_exists(a) || !file_exists(b)) return "";
+    ModelFile fa(a), fb(b);
+    ParamLayout layout(fa.cfg);
+    for (int u = 0; u < layout.num_units(); u++) {
+        std::vector<float> ua(layout.unit_spec(u).numel), ub(ua.size());
+        fa.read_unit(layout, u, ua.data()), fb.read_unit(layout, u, ub.data());
+        if (ua != ub)
+            return u == layout.embed_unit()   ? ", first in the embeddings"
+                   : u == layout.final_unit() ? ", first in the final layernorm"
+                                              : ", first in layer " + std::to_string(u - 1);
+    }
+    return "";
+}
 
 int main(int argc, char** argv) {
     TrainerRun base(trainer_from_args(argc, argv));
@@ -35,12 +54,14 @@ int main(int argc, char** argv) {
 
     struct Grid {
         int ranks, tp, pp, stage, micro_batch;
-        const char* more;  // flags of the pipelined run only
+        const char* more;       // flags of the pipelined run only
+        const char* both = "";  // flags of both runs
     };
     // each against the same batch on ranks / pp ranks without a pipeline
     int k = 0;
     for (Grid g : {Grid{8, 2, 4, 2, 2, ""}, Grid{4, 1, 2, 1, 2, "--pp_layers 3,1 --pp_schedule gpipe"},
-                   Grid{4, 2, 2, 3, 4, "-r 2"}, Grid{3, 1, 3, 0, 4, ""}}) {
+                   Grid{4, 2, 2, 3, 4, "-r 2"}, Grid{3, 1, 3, 0, 4, ""}, Grid{4, 1, 2, 2, 2, "", "-p bf16"},
+                   Grid{4, 2, 2, 1, 2, "--pp_layers 1,3", "-p bf16 --offload_optimizer cpu"}}) {
         k++;
         auto run_of = [&](int pp, const std::string& more) {
             TrainerRun r = base;
@@ -49,7 +70,7 @@ int main(int argc, char** argv) {
             r.micro_batch = g.micro_batch;
             r.total_batch = 4 * 32 * 4;  // 4 micro-steps of 4 sequences
             r.out = dir + "/grid" + std::to_string(k) + "_pp" + std::to_string(pp);
-            r.extra += " --tp " + std::to_string(g.tp) + " --pp " + std::to_string(pp) + " " + more;
+            r.extra += " --tp " + std::to_string(g.tp) + " --pp " + std::to_string(pp) + " " + more + " " + g.both;
             return r.run();
         };
         RunResult ref = run_of(1, std::string(g.more).find("-r 2") != std::string::npos ? "-r 2" : "");
@@ -59,8 +80,9 @@ int main(int argc, char** argv) {
                ref.train_losses.size());
         EXPECT(pp.train_losses == ref.train_losses && pp.val_losses == ref.val_losses,
                "%s: losses differ from --pp 1's", cmd);
-        EXPECT(files_identical(pp.model_at(5), ref.model_at(5)), "%s: model.bin differs from --pp 1's (%.3g)", cmd,
-               relative_error(read_model_params(pp.model_at(5)), read_model_params(ref.model_at(5))));
+        EXPECT(files_identical(pp.model_at(5), ref.model_at(5)), "%s: model.bin differs from --pp 1's (%.3g)%s", cmd,
+               relative_error(read_model_params(pp.model_at(5)), read_model_params(ref.model_at(5))),
+               first_layer_differing(pp.model_at(5), ref.model_at(5)).c_str());
         auto sample = [](const RunResult& r) {
             size_t at = r.output.find("sample: ");
             return at == std::string::npos ? std::string() : r.output.substr(at, r.output.find('\n', at) - at);

@@ -20,7 +20,7 @@
 // streams, device buffers and a host buffer.
 struct Rank {
     MemoryAccountant mem{0};
-    Stream a = stream_create("stream A"), b = stream_create("stream B"), c = stream_create("stream C");
+    Stream a = stream_create(Lane::Compute, "stream A"), b = stream_create(Lane::Compute, "stream B"), c = stream_create(Lane::Compute, "stream C");
     float* x = mem.allocate_array<float>(64, MemKind::Scratch, Arena::Device, "x", false);
     float* y = mem.allocate_array<float>(64, MemKind::Scratch, Arena::Device, "y", false);
     float* h = mem.allocate_array<float>(64, MemKind::Comm, Arena::Host, "h", false);
@@ -179,13 +179,13 @@ int main() {
     for (int op : {0, 1})  // (each alone: either one's finish synchronises stream B for both)
         expect_ordered(op ? "a captured kernel, finished on its stream" : "a captured copy, finished on its stream",
                        [&](Rank& r) {
-                           OpRecorder rec(true);
+                           OpRecorder rec(Recording::Capture);
                            capture_on_b(r, rec);
                            rec.runs[op](), rec.finishes[op]();
                            check_host("the host", {reads(op ? r.y : r.h, 64)});
                        });
     expect_race("a captured kernel waited for on another stream", [&](Rank& r) {
-        OpRecorder rec(true);
+        OpRecorder rec(Recording::Capture);
         capture_on_b(r, rec);
         rec.runs[1](), stream_sync(r.a);
         check_host("the host", {reads(r.y, 64)});

@@ -1,6 +1,8 @@
 # ZeRO: the shard plan, the stages end to end, communication volume, memory
 # accounting against the predictor, checkpoints.
 zero_test(NAME zero_stages SOURCES test_zero_stages.cpp ARGS ${CPU_TRAINER})
+# clipping by the whole model's norm on every data-parallel rank, at every stage, offloaded or not
+zero_test(NAME clip_across_ranks SOURCES test_clip_across_ranks.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME zero_memory SOURCES test_zero_memory.cpp ARGS ${CPU_TRAINER})
 zero_test(NAME oracle SOURCES test_oracle.cpp ARGS ${CPU_TRAINER} ${REPO_ROOT}/dev/gpt2_reference.py)
 zero_test(NAME shard_plan SOURCES test_shard_plan.cpp)

@@ -165,7 +165,7 @@ struct Problem {
 struct AttnCtx {
     KernelCtx ctx;
     AttnCtx(size_t max_BT, int max_NH, int C) {
-        ctx.stream = stream_create();
+        ctx.stream = stream_create(Lane::Compute);
         ctx.workspace_bytes =
             std::max(own_kernel_workspace_bytes(max_BT, C, max_NH), attention_workspace_bytes(max_BT, max_NH));
         cudaCheck(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));

@@ -174,7 +174,7 @@ struct Bench {
 struct BenchCtx {
     KernelCtx ctx;
     BenchCtx(size_t BT, int C) {
-        ctx.stream = stream_create();
+        ctx.stream = stream_create(Lane::Compute);
         cublasCheck(cublasLtCreate(&ctx.lt));
         ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
         cudaCheck(cudaMalloc(&ctx.lt_workspace, ctx.lt_workspace_bytes));

@@ -5,8 +5,13 @@
 // would give on a GPU: zero/base/stream_check.h) and copies are memcpy.
 #pragma once
 
+#include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
 
 #include "zero/base/common.h"
 #include "zero/base/ops.h"
@@ -15,25 +20,6 @@
 #if defined(__CUDACC__) && !defined(ZERO_CPU)
 #define ZERO_CUDA 1
 #endif
-
-// A copy (src null: a memset) as the recorder sees it (zero/base/ops.h):
-// "zero", "copy" on the device, "to_host" or "to_device" across the arenas, by
-// its bytes; `run` queues it on its stream, `finish` waits for the stream. True
-// in a dry run: then nothing moves.
-template <typename Run, typename Finish>
-bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&& run, Finish&& finish) {
-    OpRecorder* r = tl_recorder;
-    if (!r) return false;
-    StepOp op;
-    const bool from_device = src && r->on_device(src), to_device = r->on_device(dst);
-    op.kind = !src ? "zero" : from_device == to_device ? "copy" : from_device ? "to_host" : "to_device";
-    op.lane = r->capture ? Lane::Compute : lane, op.bytes = bytes, op.dims = {(long)bytes};
-    op.acc = {reads_bytes(src, bytes), writes_bytes((void*)dst, bytes)};
-    const bool replayable = r->capture && r->known(dst) && (!src || r->known(src));  // (a read-back's vector dies)
-    if (replayable) r->add(op, run, finish);
-    else r->add(op);
-    return !r->capture;
-}
 
 #ifdef ZERO_CUDA
 #include <cublasLt.h>
@@ -48,48 +34,66 @@ bool record_copy(const void* src, const void* dst, size_t bytes, Lane lane, Run&
 using Stream = cudaStream_t;
 using Event = cudaEvent_t;
 
-// A dry run (zero/base/ops.h) makes no CUDA call: its streams are a lane's
-// number, its events a record of the op they follow.
-struct DryEvent {
-    int op = -1;
+// Each stream's lane, as stream_create was told, for the process (a stream
+// made before a recorder still has its lane when one records its ops). A dry
+// run makes no CUDA call: its streams and events are stand-in handles.
+struct StreamLanes {
+    std::mutex mu;
+    std::map<const void*, Lane> of;
 };
-inline Lane stream_lane(Stream s) { return dry_recorder() ? (Lane)((uintptr_t)s - 0x10) : Lane::Compute; }
-inline DryEvent* dry_event(Event e) { return reinterpret_cast<DryEvent*>(e); }
+inline StreamLanes& stream_lanes() {
+    static StreamLanes l;
+    return l;
+}
+inline Lane stream_lane(Stream s) {
+    StreamLanes& l = stream_lanes();
+    std::lock_guard<std::mutex> lock(l.mu);
+    auto it = l.of.find(s);
+    return it == l.of.end() ? Lane::Compute : it->second;
+}
 
-inline Stream stream_create(const char* name = "a stream") {
-    if (dry_recorder()) return reinterpret_cast<Stream>((uintptr_t)(0x10 + (int)lane_named(name)));
+inline Stream stream_create(Lane lane, const char* /*name: checking mode's, in the CPU build*/ = "a stream") {
     Stream s;
-    cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    if (dry_recorder()) s = (Stream)stand_in_handle();
+    else cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    std::lock_guard<std::mutex> lock(stream_lanes().mu);
+    stream_lanes().of[s] = lane;
     return s;
 }
 inline void stream_destroy(Stream s) {
+    {
+        std::lock_guard<std::mutex> lock(stream_lanes().mu);
+        stream_lanes().of.erase(s);
+    }
     if (!dry_recorder()) cudaCheck(cudaStreamDestroy(s));
 }
 inline void stream_sync(Stream s) {
-    if (OpRecorder* r = dry_recorder()) return r->host_wait(r->last_on(stream_lane(s)));
-    cudaCheck(cudaStreamSynchronize(s));
+    auto sync = [=] { if (!dry_recorder()) cudaCheck(cudaStreamSynchronize(s)); };
+    if (OpRecorder* r = tl_recorder) r->host_wait(r->last_on(stream_lane(s)), sync);
+    else sync();
 }
 inline Event event_create() {
-    if (dry_recorder()) return reinterpret_cast<Event>(new DryEvent);
+    if (dry_recorder()) return (Event)stand_in_handle();
     Event e;
     cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     return e;
 }
 inline void event_destroy(Event e) {
-    if (dry_recorder()) return delete dry_event(e);
-    cudaCheck(cudaEventDestroy(e));
+    if (OpRecorder* r = tl_recorder) r->forget_event(e);
+    if (!dry_recorder()) cudaCheck(cudaEventDestroy(e));
 }
 inline void event_record(Event e, Stream s) {
-    if (OpRecorder* r = dry_recorder()) return void(dry_event(e)->op = r->last_on(stream_lane(s)));
-    cudaCheck(cudaEventRecord(e, s));
+    if (OpRecorder* r = tl_recorder) r->event_recorded(e, stream_lane(s));
+    if (!dry_recorder()) cudaCheck(cudaEventRecord(e, s));
 }
 inline void stream_wait(Stream s, Event e) {
-    if (OpRecorder* r = dry_recorder()) return r->wait(stream_lane(s), dry_event(e)->op);
-    cudaCheck(cudaStreamWaitEvent(s, e, 0));
+    if (OpRecorder* r = tl_recorder) r->wait(stream_lane(s), r->event_op(e));
+    if (!dry_recorder()) cudaCheck(cudaStreamWaitEvent(s, e, 0));
 }
 inline void event_sync(Event e) {
-    if (OpRecorder* r = dry_recorder()) return r->host_wait(dry_event(e)->op);
-    cudaCheck(cudaEventSynchronize(e));
+    auto sync = [=] { if (!dry_recorder()) cudaCheck(cudaEventSynchronize(e)); };
+    if (OpRecorder* r = tl_recorder) r->host_wait(r->event_op(e), sync);
+    else sync();
 }
 
 inline void* device_malloc(size_t bytes) {
@@ -114,31 +118,21 @@ inline void host_free(void* p) {
 }
 
 // checking mode is the CPU build's (zero/base/stream_check.h): nothing to check here
-inline int stream_agent(Stream) { return -1; }
 inline void check_on(Stream, const char*, std::initializer_list<Access>) {}
 
-inline void device_zero(void* p, size_t bytes, Stream s) {
-    auto run = [=] { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); };
-    if (!record_copy(nullptr, p, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
-}
-inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
-    auto run = [=] { cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); };
-    if (!record_copy(src, dst, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
-}
 #else
-// The CPU build: a stream is just a name for "in order, now". In checking
-// mode (zero/base/stream_check.h) streams and events are objects that carry
-// the GPU's order for the checker; otherwise they are null and cost nothing.
+// The CPU build: a stream is just a name for "in order, now", with its lane
+// (zero/base/ops.h). In checking mode (zero/base/stream_check.h) streams and
+// events also carry the GPU's order for the checker.
 struct CpuStream {
     StreamChecker* owner;  // checking mode's checker, or null
     int agent;
-    Lane lane;  // a dry run's (zero/base/ops.h)
+    Lane lane;
 };
 using Stream = CpuStream*;
 struct CpuEvent {
     StreamChecker* owner;
     StreamChecker::Clock clock;  // the stream's clock at the last record
-    int op = -1;                 // a dry run: the op it follows
 };
 using Event = CpuEvent*;
 
@@ -147,28 +141,30 @@ inline int stream_agent(Stream s) { return s && tl_checker && s->owner == tl_che
 inline bool checked(Event e) { return e && tl_checker && e->owner == tl_checker; }
 inline Lane stream_lane(Stream s) { return s ? s->lane : Lane::Compute; }
 
-inline Stream stream_create(const char* name = "a stream") {
-    if (!tl_checker && !dry_recorder()) return nullptr;
-    return new CpuStream{tl_checker, tl_checker ? tl_checker->add_agent(name) : -1, lane_named(name)};
+inline Stream stream_create(Lane lane, const char* name = "a stream") {
+    return new CpuStream{tl_checker, tl_checker ? tl_checker->add_agent(name) : -1, lane};
 }
 inline void stream_destroy(Stream s) { delete s; }
 inline void stream_sync(Stream s) {
     if (stream_agent(s) >= 0) tl_checker->sync_stream(s->agent);
-    if (OpRecorder* r = dry_recorder()) r->host_wait(r->last_on(stream_lane(s)));
+    if (OpRecorder* r = tl_recorder) r->host_wait(r->last_on(stream_lane(s)));
 }
-inline Event event_create() { return tl_checker || dry_recorder() ? new CpuEvent{tl_checker, {}, -1} : nullptr; }
-inline void event_destroy(Event e) { delete e; }
+inline Event event_create() { return new CpuEvent{tl_checker, {}}; }
+inline void event_destroy(Event e) {
+    if (OpRecorder* r = tl_recorder) r->forget_event(e);
+    delete e;
+}
 inline void event_record(Event e, Stream s) {
-    if (e && dry_recorder()) e->op = dry_recorder()->last_on(stream_lane(s));
+    if (OpRecorder* r = tl_recorder) r->event_recorded(e, stream_lane(s));
     if (!checked(e)) return;
     e->clock = stream_agent(s) >= 0 ? tl_checker->record(s->agent) : tl_checker->now();
 }
 inline void stream_wait(Stream s, Event e) {
-    if (e && dry_recorder()) dry_recorder()->wait(stream_lane(s), e->op);
+    if (OpRecorder* r = tl_recorder) r->wait(stream_lane(s), r->event_op(e));
     if (checked(e) && stream_agent(s) >= 0) tl_checker->wait(s->agent, e->clock);
 }
 inline void event_sync(Event e) {
-    if (e && dry_recorder()) dry_recorder()->host_wait(e->op);
+    if (OpRecorder* r = tl_recorder) r->host_wait(r->event_op(e));
     if (checked(e)) tl_checker->sync(e->clock);
 }
 
@@ -189,19 +185,120 @@ inline void check_on(Stream s, const char* what, std::initializer_list<Access> a
     if (stream_agent(s) >= 0) tl_checker->issue(s->agent, what, acc);
     else check_host(what, acc);
 }
+#endif
+
+// A copy (src null: a memset) as an op of the step (zero/base/ops.h): "zero",
+// a "copy" within an arena, "to_host" or "to_device" across them, by where
+// the accountant's buffers are; `run` queues it on its stream, `finish` waits
+// for the stream. A capture can run it again only between buffers that
+// outlive the step (a read-back's vector dies).
+template <typename Run, typename Finish>
+void copy_op(const void* src, void* dst, size_t bytes, Stream s, Run&& run, Finish&& finish) {
+    OpRecorder* r = tl_recorder;
+    if (!r) return run();
+    const bool from_device = src && r->on_device(src), to_device = r->on_device(dst);
+    StepOp op = step_op(!src                       ? OpKind::Zero
+                        : from_device == to_device ? OpKind::Copy
+                        : from_device              ? OpKind::ToHost
+                                                   : OpKind::ToDevice,
+                        stream_lane(s));
+    op.bytes = bytes, op.dims = {(long)bytes};
+    op.acc = {reads_bytes(src, bytes), writes_bytes(dst, bytes)};
+    perform(op, s, run, finish, r->known(dst) && (!src || r->known(src)));
+}
+
 inline void device_zero(void* p, size_t bytes, Stream s) {
     check_on(s, "a memset", {writes_bytes(p, bytes)});
-    auto run = [=] { memset(p, 0, bytes); };
-    if (!record_copy(nullptr, p, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
+#ifdef ZERO_CUDA
+    copy_op(nullptr, p, bytes, s, [=] { cudaCheck(cudaMemsetAsync(p, 0, bytes, s)); },
+            [=] { cudaCheck(cudaStreamSynchronize(s)); });
+#else
+    copy_op(nullptr, p, bytes, s, [=] { memset(p, 0, bytes); }, [=] { stream_sync(s); });
+#endif
 }
 inline void device_copy(void* dst, const void* src, size_t bytes, Stream s) {
     check_on(s, "a copy", {reads_bytes(src, bytes), writes_bytes(dst, bytes)});
-    auto run = [=] {
-        if (dst != src) memcpy(dst, src, bytes);
-    };
-    if (!record_copy(src, dst, bytes, stream_lane(s), run, [=] { stream_sync(s); })) run();
-}
+#ifdef ZERO_CUDA
+    copy_op(src, dst, bytes, s, [=] { cudaCheck(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s)); },
+            [=] { cudaCheck(cudaStreamSynchronize(s)); });
+#else
+    copy_op(src, dst, bytes, s, [=] { if (dst != src) memcpy(dst, src, bytes); }, [=] { stream_sync(s); });
 #endif
+}
+
+// A traced capture's clock (zero/base/ops.h, OpStamps): each op's start and
+// end in seconds of the process's steady clock, so that emulated ranks line
+// up. The thread's own work is stamped by the clock around it; on a GPU a
+// stream's op by events on its stream, read once the device is done (the
+// CPU build's streams run on the thread: its clock is theirs).
+class OpClock : public OpStamps {
+  public:
+    OpClock() {
+#ifdef ZERO_CUDA
+        cudaCheck(cudaDeviceSynchronize());
+        cudaCheck(cudaEventCreate(&origin));
+        cudaCheck(cudaEventRecord(origin, 0));
+        cudaCheck(cudaEventSynchronize(origin));
+#endif
+        origin_s = now();
+    }
+    ~OpClock() override {
+#ifdef ZERO_CUDA
+        for (auto& e : events) cudaEventDestroy(e.second);
+        cudaEventDestroy(origin);
+#endif
+    }
+    OpClock(const OpClock&) = delete;
+    OpClock& operator=(const OpClock&) = delete;
+
+    void begin(int op, const void* stream) override { stamp(op, stream, 0); }
+    void end(int op, const void* stream) override { stamp(op, stream, 1); }
+    void span(int op, double start_s, double end_s) override {
+        std::lock_guard<std::mutex> lock(mu);
+        grow(op), at[0][op] = start_s, at[1][op] = end_s;
+    }
+    // op i's start and end (NaN: never stamped), once every stamped op is done
+    void read(std::vector<double>& start, std::vector<double>& end) {
+#ifdef ZERO_CUDA
+        cudaCheck(cudaDeviceSynchronize());
+        for (auto& e : events) {
+            float ms = 0;
+            cudaCheck(cudaEventElapsedTime(&ms, origin, e.second));
+            at[e.first.second][e.first.first] = origin_s + ms / 1e3;
+        }
+#endif
+        std::lock_guard<std::mutex> lock(mu);
+        start = at[0], end = at[1];
+    }
+    static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+  private:
+    std::mutex mu;
+    std::vector<double> at[2];  // start, end of each op
+    double origin_s = 0;
+#ifdef ZERO_CUDA
+    cudaEvent_t origin{};  // when origin_s was, on the device
+    std::map<std::pair<int, int>, cudaEvent_t> events;  // (op, 0 start / 1 end)
+#endif
+    void grow(int op) {
+        if ((int)at[0].size() <= op) at[0].resize(op + 1, NAN), at[1].resize(op + 1, NAN);
+    }
+    void stamp(int op, const void* stream, int which) {
+#ifdef ZERO_CUDA
+        if (stream) {
+            cudaEvent_t e;
+            cudaCheck(cudaEventCreate(&e));
+            cudaCheck(cudaEventRecord(e, (cudaStream_t)stream));
+            std::lock_guard<std::mutex> lock(mu);
+            events[{op, which}] = e, grow(op);
+            return;
+        }
+#endif
+        (void)stream;
+        std::lock_guard<std::mutex> lock(mu);
+        grow(op), at[which][op] = now();
+    }
+};
 
 // The device's used bytes (cudaMemGetInfo); 0 in the CPU build.
 inline size_t device_memory_used() {
@@ -220,13 +317,10 @@ inline size_t device_memory_used() {
 template <typename Fn>
 void host_work(const std::string& kind, long n, std::initializer_list<Access> acc, Fn&& fn) {
     check_host(kind.c_str(), acc);
-    if (OpRecorder* r = tl_recorder) {
-        StepOp op;
-        op.kind = kind, op.lane = r->host_lane, op.dims = {n}, op.acc = acc;
-        r->add(op, r->capture ? std::function<void()>(fn) : nullptr);
-        if (!r->capture) return;
-    }
-    fn();
+    const Lane lane = tl_recorder ? tl_recorder->host_lane : Lane::Host;
+    StepOp op = step_op(OpKind::HostWork, lane, kind);
+    op.dims = {n}, op.acc = acc;
+    perform(op, nullptr, fn);
 }
 
 // What every kernel launch needs: where to run, and the per-rank handles and

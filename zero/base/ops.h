@@ -1,15 +1,20 @@
-// A dry run: the trainer's own step run without computing anything (why:
-// zero/README.md, "The dry run"). While a thread has an OpRecorder
-// (tl_recorder), every kernel launch, copy, collective, send, receive and piece
-// of host work is recorded here instead of run -- its kind and shape, the lane
-// it runs on, the events it waits for -- and the accountant hands out
-// addresses that hold nothing. The step-time model (zero/perf/) times the
-// list; the accountant's numbers are the rank's memory at any scale.
+// The step as a list of operations (why: zero/README.md, "The dry run").
+// While a thread has an OpRecorder (tl_recorder), every kernel launch, copy,
+// collective, send, receive, piece of host work, host wait and disk transfer
+// is recorded here -- its kind and shape, the lane it runs on, the events it
+// waits for -- in one of two ways:
 //
-// The same recorder captures a real step for calibration (capture = true):
-// every op still runs, and each kernel, copy and piece of host work keeps a
-// closure that runs it again, for --calibrate to time it alone
-// (zero/run/calibration.h).
+//   Recording::Dry      nothing runs, and the accountant hands out addresses
+//                       that hold nothing: the trainer's own step at any
+//                       scale, which the step-time model (zero/perf/) times
+//                       and whose memory is the rank's;
+//   Recording::Capture  every op runs as it is recorded, and each kernel,
+//                       copy and piece of host work keeps a closure that runs
+//                       it again, for --calibrate to time it alone
+//                       (zero/run/calibration.h).
+//
+// Both go through the same calls, so a capture's list is the dry run's, entry
+// by entry (test perf_trace holds them to it).
 //
 // Lanes are a rank's compute stream, its comm stream, its own thread (host),
 // its host-task worker, its delayed-update thread and its disk I/O threads
@@ -18,8 +23,9 @@
 // waited on (stream_wait), or the one its host wait synchronised.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -27,35 +33,70 @@
 
 #include "zero/base/stream_check.h"
 
+// Where an op runs. The names are what a trace shows (zero/perf/trace.h).
 enum class Lane : int { Compute, Comm, Host, Worker, Update, Disk, COUNT };
 constexpr int NUM_LANES = (int)Lane::COUNT;
+inline const char* lane_name(Lane lane) {
+    static const char* names[NUM_LANES] = {"compute stream", "comm stream", "rank's thread", "host-task worker",
+                                           "delayed update", "disk"};
+    return names[(int)lane];
+}
+
+// What an op is. The step-time model and the trace branch on it; a kernel's
+// and host work's cost is looked up by the op's name.
+enum class OpKind : int {
+    Kernel, HostWork,                                          // named by what they compute
+    Zero, Copy, ToHost, ToDevice,                              // a memset; copies by where they go
+    AllReduce, ReduceScatter, AllGather, Broadcast, Scalar,    // collectives (Scalar: a host reduction)
+    Send, Recv,                                                // between pipeline stages
+    HostWait,                                                  // the thread waits, nothing else
+    DiskRead, DiskWrite,                                       // NVMe offload's tiles
+    COUNT
+};
+inline const char* op_kind_name(OpKind k) {
+    static const char* names[(int)OpKind::COUNT] = {
+        "kernel", "host_work", "zero", "copy", "to_host", "to_device", "all_reduce", "reduce_scatter",
+        "all_gather", "broadcast", "scalar", "send", "recv", "host_wait", "disk_read", "disk_write"};
+    return names[(int)k];
+}
 
 struct StepOp {
-    std::string kind;        // a kernel (matmul_fwd_16, ...), a copy (copy, zero, to_host, to_device), a
-                             // collective (all_reduce, reduce_scatter, all_gather, scalar), send, recv, or host
-                             // work (cpu_adamw_16, host_add_16, host_sumsq_16, host_wait: waiting only)
+    OpKind kind = OpKind::Kernel;
+    std::string name;        // kernels and host work: their typed name (matmul_fwd_16, cpu_adamw_f32,
+                             // host_add_16); the rest: op_kind_name(kind)
     Lane lane = Lane::Compute;
     std::string group;       // collectives, sends, receives: data, tensor, pipe, tied
     uint64_t bytes = 0;      // collectives, sends, receives, copies: the whole buffer's bytes
     std::vector<long> dims;  // its shape (the cost table's key); n elements or bytes for the simple ones
     int peer = -1;           // a send's or a receive's other rank in its group (a pipeline's: the stage)
+    int unit = -1;           // the unit it serves, where one does (collectives, host transfers)
     int step = 0;            // which of the recorded steps
     std::vector<int> after;  // earlier ops it waits for, beyond those before it on its lane
     std::vector<Access> acc; // what it reads and writes (checking mode holds the edges to them)
 
+    // the data group's and the tensor group's reductions and gathers (a broadcast is no step's)
     bool collective() const {
-        return kind == "all_reduce" || kind == "reduce_scatter" || kind == "all_gather" || kind == "scalar";
+        return kind == OpKind::AllReduce || kind == OpKind::ReduceScatter || kind == OpKind::AllGather ||
+               kind == OpKind::Scalar;
     }
-    bool transfer() const { return kind == "to_host" || kind == "to_device"; }
-    bool p2p() const { return kind == "send" || kind == "recv"; }
+    bool transfer() const { return kind == OpKind::ToHost || kind == OpKind::ToDevice; }
+    bool p2p() const { return kind == OpKind::Send || kind == OpKind::Recv; }
+    bool disk() const { return kind == OpKind::DiskRead || kind == OpKind::DiskWrite; }
     // what the cost table knows it by: "matmul_fwd_f32 256x768x2304x1"
-    std::string key() const { return op_key(kind, dims); }
-    static std::string op_key(const std::string& kind, const std::vector<long>& dims) {
-        std::string k = kind;
+    std::string key() const { return op_key(name, dims); }
+    static std::string op_key(const std::string& name, const std::vector<long>& dims) {
+        std::string k = name;
         for (size_t i = 0; i < dims.size(); i++) k += (i ? "x" : " ") + std::to_string(dims[i]);
         return k;
     }
 };
+
+// An op of kind k on lane l, named by its kind (kernels and host work: by `name`).
+inline StepOp step_op(OpKind k, Lane l, std::string name = "") {
+    StepOp op;
+    op.kind = k, op.lane = l, op.name = name.empty() ? op_kind_name(k) : std::move(name);
+    return op;
+}
 
 // A kernel kind in a compute dtype: "_f32" for fp32, "_16" for bf16 and fp16.
 template <typename T>
@@ -63,10 +104,26 @@ std::string typed_kind(const char* kind) {
     return std::string(kind) + (sizeof(T) == 4 ? "_f32" : "_16");
 }
 
+// How a recorder's ops come about: a dry run records them and runs nothing; a
+// capture runs each as it records it, and keeps how to run it again.
+enum class Recording { Dry, Capture };
+
+// A capture's clock, where one is kept (a traced step, zero/perf/trace.h):
+// when each op began and ended. `stream` is the op's stream (null: the
+// thread's own work); the backend stamps a stream's op on the stream itself
+// (zero/base/backend.h, OpClock).
+struct OpStamps {
+    virtual ~OpStamps() = default;
+    virtual void begin(int op, const void* stream) = 0;
+    virtual void end(int op, const void* stream) = 0;
+    virtual void span(int op, double start_s, double end_s) = 0;  // stamped by another thread (the disk's)
+};
+
 class OpRecorder {
   public:
-    explicit OpRecorder(bool capture_ = false) : capture(capture_) {}
-    const bool capture;         // a real step: ops run, and `runs` keeps how to run each again
+    explicit OpRecorder(Recording how_) : how(how_), capture(how_ == Recording::Capture) {}
+    const Recording how;
+    const bool capture;         // how == Capture: ops run, and `runs` keeps how to run each again
     std::vector<StepOp> ops;
     std::vector<std::function<void()>> runs;  // capture: each op's closure (empty: not replayable)
     // capture: how to wait until a run of the op's closure has finished -- its stream synchronised, as
@@ -75,7 +132,17 @@ class OpRecorder {
     int step = 0;               // the step being recorded
     Lane host_lane = Lane::Host;  // where host work runs now: the rank's thread, or a task's worker
     int task_after = -1;        // the op a host task's first op waits for (its event)
+    OpStamps* stamps = nullptr;  // a capture's clock, if it keeps one
 
+    // Runs op i's work `fn`, stamped if the capture keeps a clock.
+    template <typename Fn>
+    void timed(int i, const void* stream, Fn&& fn) {
+        if (stamps) stamps->begin(i, stream);
+        fn();
+        if (stamps) stamps->end(i, stream);
+    }
+
+    // Records op (in a capture, beside how to run it again and wait for it); returns its index.
     int add(StepOp op, std::function<void()> run = nullptr, std::function<void()> finish = nullptr) {
         if (capture) runs.push_back(std::move(run)), finishes.push_back(std::move(finish));
         op.step = step;
@@ -95,12 +162,37 @@ class OpRecorder {
         if (on >= 0) waits[(int)lane].push_back(on);
     }
     // the thread host work runs on now waits for op `on` (an event or a stream synchronised, a task
-    // waited for, a disk read)
+    // waited for, a disk read): `wait` does it (a dry run's does nothing)
+    template <typename Wait>
+    void host_wait(int on, Wait&& wait) {
+        if (on < 0) return wait();
+        StepOp op = step_op(OpKind::HostWait, host_lane);
+        op.after = {on};
+        timed(add(op), nullptr, wait);
+    }
     void host_wait(int on) {
-        if (on < 0) return;
-        StepOp op;
-        op.kind = "host_wait", op.lane = host_lane, op.after = {on};
-        add(op);
+        host_wait(on, [] {});
+    }
+    // Events: the op an event's last record follows (-1: none recorded here, or before the recorder).
+    void event_recorded(const void* e, Lane lane) { event_ops[e] = last_on(lane); }
+    int event_op(const void* e) const {
+        auto it = event_ops.find(e);
+        return it == event_ops.end() ? -1 : it->second;
+    }
+    void forget_event(const void* e) { event_ops.erase(e); }  // (its address may come back as another's)
+
+    // The ops from `first` on, with the edges into earlier ops dropped (those are done) and the
+    // rest renumbered from 0: a steady-state step cut out of a recording that began earlier.
+    std::vector<StepOp> ops_from(size_t first) const {
+        std::vector<StepOp> out;
+        for (size_t i = first; i < ops.size(); i++) {
+            StepOp op = ops[i];
+            op.after.clear();
+            for (int a : ops[i].after)
+                if (a >= (int)first) op.after.push_back(a - (int)first);
+            out.push_back(std::move(op));
+        }
+        return out;
     }
 
     // Addresses that hold nothing: a bump pointer per arena, far from real memory.
@@ -134,10 +226,16 @@ class OpRecorder {
         --it;
         return (uint64_t)p < it->first + it->second;
     }
-    int last[NUM_LANES] = {-1, -1, -1, -1, -1, -1};
-    std::vector<int> waits[NUM_LANES];
+    std::array<int, NUM_LANES> last = filled(-1);
+    std::array<std::vector<int>, NUM_LANES> waits;
+    std::map<const void*, int> event_ops;
     uint64_t next_device = 0x400000000000ull, next_host = 0x100000000000ull;  // 64 TiB, 16 TiB
     std::map<uint64_t, size_t> device_ranges, host_ranges;
+    static std::array<int, NUM_LANES> filled(int v) {
+        std::array<int, NUM_LANES> a;
+        a.fill(v);
+        return a;
+    }
 };
 
 // Checking mode's look at a dry run's list (zero/base/stream_check.h): the
@@ -149,12 +247,10 @@ class OpRecorder {
 // missed (a collective that could start before the gradients it sends are
 // made, an upload before the host work it carries) fails here.
 inline void check_op_order(const OpRecorder& rec, int rank) {
-    static const char* lane_names[NUM_LANES] = {"the compute lane", "the comm lane", "the rank's thread",
-                                                "the host-task worker", "the delayed update's thread",
-                                                "the disk's I/O threads"};
     StreamChecker c(rank);
     int agent[NUM_LANES];
-    for (int l = 0; l < NUM_LANES; l++) agent[l] = l == (int)Lane::Host ? c.thread : c.add_agent(lane_names[l]);
+    for (int l = 0; l < NUM_LANES; l++)
+        agent[l] = l == (int)Lane::Host ? c.thread : c.add_agent(std::string("the ") + lane_name((Lane)l));
     for (const OpRecorder::Named& n : rec.names) c.track(n.p, n.bytes, n.name);
     std::vector<StreamChecker::Clock> done(rec.ops.size());
     for (size_t i = 0; i < rec.ops.size(); i++) {
@@ -163,9 +259,15 @@ inline void check_op_order(const OpRecorder& rec, int rank) {
         if (op.lane != Lane::Host) c.join(a, c.clock_of(c.thread));
         for (int j : op.after) c.join(a, done[j]);
         c.tick(a);
-        c.check(a, (op.kind + " (op " + std::to_string(i) + " of a dry run's list)").c_str(), op.acc);
+        c.check(a, (op.name + " (op " + std::to_string(i) + " of a dry run's list)").c_str(), op.acc);
         done[i] = c.clock_of(a);
     }
+}
+
+// A dry run's stand-in for a stream or event handle: unique in the process, never dereferenced.
+inline void* stand_in_handle() {
+    static std::atomic<uint64_t> next{0x10000};
+    return (void*)(next += 16);
 }
 
 // The calling thread's recorder: non-null during a dry run (or a capture).
@@ -174,11 +276,6 @@ inline thread_local OpRecorder* tl_recorder = nullptr;
 inline OpRecorder* dry_recorder() {
     OpRecorder* r = tl_recorder;
     return r && !r->capture ? r : nullptr;
-}
-
-// The lane a stream's name gives it (stream_create's name).
-inline Lane lane_named(const char* name) {
-    return name && strcmp(name, "the comm stream") == 0 ? Lane::Comm : Lane::Compute;
 }
 
 // Work that is not the step's own (the emulated backend's copies inside a
@@ -190,3 +287,17 @@ struct NotRecorded {
     NotRecorded(const NotRecorded&) = delete;
     NotRecorded& operator=(const NotRecorded&) = delete;
 };
+
+// An op of the step, on `stream` (null: the thread's own work): recorded on the
+// calling thread's recorder, if any, and run unless that is a dry run. `run`
+// does it; `finish` waits until it is done
+// (its stream synchronised; empty for host work, done when `run` returns); a
+// capture keeps both, to run the op again, when it is `replayable`.
+template <typename Run>
+void perform(StepOp op, const void* stream, Run&& run, std::function<void()> finish = nullptr, bool replayable = true) {
+    OpRecorder* r = tl_recorder;
+    if (!r) return (void)run();
+    if (!r->capture) return (void)r->add(std::move(op));
+    const int i = replayable ? r->add(std::move(op), run, std::move(finish)) : r->add(std::move(op));
+    r->timed(i, stream, run);
+}

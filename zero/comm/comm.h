@@ -84,34 +84,86 @@ class Comm {
 
     virtual const char* backend_name() const = 0;
 
+    // Each call below is an op of the step (zero/base/ops.h): checked in
+    // checking mode, recorded when the thread records, counted and traced,
+    // and run by the backend (run_*) unless this is a dry run's group. One
+    // rank alone runs nothing that moves no byte: its reduction is its own
+    // buffer, a gather its own slice.
+
     // In place: `buf` (count elements) becomes the elementwise sum over ranks.
-    virtual void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) = 0;
+    void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) {
+        const uint64_t bytes = count * dtype_size(dt);
+        issue(OpKind::AllReduce, "an all-reduce", bytes, s, {writes_bytes(buf, bytes)}, -1, [&] {
+            if (world > 1) run_all_reduce_sum(buf, count, dt, s);
+        });
+        counted_all_reduce(count, dt);
+    }
     // `send` holds world*recvcount elements; this rank receives the sum over ranks
     // of elements [rank*recvcount, (rank+1)*recvcount). In place when
     // recv == send + rank*recvcount.
-    virtual void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) = 0;
+    void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) {
+        const size_t bytes = recvcount * dtype_size(dt);
+        issue(OpKind::ReduceScatter, "a reduce-scatter", world * bytes, s,
+              {reads_bytes(send, world * bytes), writes_bytes(recv, bytes)}, -1, [&] {
+                  if (world > 1) run_reduce_scatter_sum(send, recv, recvcount, dt, s);
+                  else if (recv != send) device_copy(recv, send, bytes, s);
+              });
+        counted_reduce_scatter(recvcount, dt);
+    }
     // `recv` gets world*sendcount elements, rank k's `send` at k*sendcount. In
     // place when send == recv + rank*sendcount.
-    virtual void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) = 0;
+    void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) {
+        const size_t bytes = sendcount * dtype_size(dt);
+        issue(OpKind::AllGather, "an all-gather", world * bytes, s,
+              {reads_bytes(send, bytes), writes_bytes(recv, world * bytes)}, -1, [&] {
+                  if (world > 1) run_all_gather(send, recv, sendcount, dt, s);
+                  else if (recv != send) device_copy(recv, send, bytes, s);
+              });
+        counted_all_gather(sendcount, dt);
+    }
     // `bytes` of `buf` from `root` to every rank.
-    virtual void broadcast(void* buf, size_t bytes, int root, Stream s) = 0;
+    void broadcast(void* buf, size_t bytes, int root, Stream s) {
+        issue(OpKind::Broadcast, "a broadcast", bytes, s,
+              {rank == root ? reads_bytes(buf, bytes) : writes_bytes(buf, bytes)}, -1, [&] {
+                  if (world > 1) run_broadcast(buf, bytes, root, s);
+              });
+        counted_broadcast(bytes, root);
+    }
     virtual void barrier() = 0;
 
     // Small host-side reductions (losses, norms, overflow flags): blocking, and
-    // summed in rank order so every rank gets the same bits.
-    virtual double sum_scalar(double x) = 0;
-    virtual double max_scalar(double x) = 0;
+    // summed in rank order so every rank gets the same bits. (A dry run's
+    // value is this rank's own: its values are not the real ones, only its
+    // control flow is.)
+    double sum_scalar(double x) { return scalar(x, [&] { return run_sum_scalar(x); }); }
+    double max_scalar(double x) { return scalar(x, [&] { return run_max_scalar(x); }); }
 
     // Point-to-point, between pipeline stages: `bytes` of `buf` to or from rank
     // `peer`. A send completes once the peer has received it, so two ranks that
     // send to each other must post both sends before either receive: between
     // group_start() and group_end() the operations are posted together and
     // complete together (NCCL's group semantics). Counted as PointToPoint:
-    // sent bytes by the sender, received bytes by the receiver.
-    virtual void send(const void* buf, size_t bytes, int peer, Stream s) = 0;
-    virtual void recv(void* buf, size_t bytes, int peer, Stream s) = 0;
-    virtual void group_start() = 0;
-    virtual void group_end() = 0;
+    // sent bytes by the sender, received bytes by the receiver, as posted.
+    void send(const void* buf, size_t bytes, int peer, Stream s) {
+        if (trace) trace->push_back({"send", group_name, bytes, unit});
+        issue(OpKind::Send, "a send", bytes, s, {reads_bytes(buf, bytes)}, peer, [&] { run_send(buf, bytes, peer, s); });
+        stats.add(CommOp::PointToPoint, bytes, 0);
+    }
+    void recv(void* buf, size_t bytes, int peer, Stream s) {
+        if (trace) trace->push_back({"recv", group_name, bytes, unit});
+        issue(OpKind::Recv, "a receive", bytes, s, {writes_bytes(buf, bytes)}, peer, [&] { run_recv(buf, bytes, peer, s); });
+        stats.add(CommOp::PointToPoint, 0, bytes);
+    }
+    void group_start() {
+        grouped.clear(), grouping = true;
+        run_group_start();
+    }
+    void group_end() {
+        run_group_end();
+        grouping = false;
+        if (OpRecorder* r = tl_recorder; r && r->stamps)  // a traced op of the group ends as the group does
+            for (const auto& [op, s] : grouped) r->stamps->end(op, s);
+    }
 
     // A sub-communicator, as ncclCommSplit makes one: every rank of this one
     // calls it together; the ranks giving the same color form a group, ranked
@@ -123,6 +175,51 @@ class Comm {
     virtual bool dry() const { return false; }
 
   protected:
+    // The backend's own part of each call above (never called with world == 1
+    // for the bulk collectives). A point-to-point op may complete at group_end().
+    virtual void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) = 0;
+    virtual void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) = 0;
+    virtual void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) = 0;
+    virtual void run_broadcast(void* buf, size_t bytes, int root, Stream s) = 0;
+    virtual double run_sum_scalar(double x) = 0;
+    virtual double run_max_scalar(double x) = 0;
+    virtual void run_send(const void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void run_recv(void* buf, size_t bytes, int peer, Stream s) = 0;
+    virtual void run_group_start() = 0;
+    virtual void run_group_end() = 0;
+
+  private:
+    bool grouping = false;                        // between group_start() and group_end()
+    std::vector<std::pair<int, Stream>> grouped;  // the group's recorded ops and their streams
+
+    // One op of the step on stream s: checked, recorded, then run (by the
+    // backend: its own streams, events and copies are not the step's ops).
+    template <typename Run>
+    void issue(OpKind kind, const char* what, uint64_t bytes, Stream s, std::initializer_list<Access> acc, int peer,
+               Run&& run) {
+        check_on(s, what, acc);
+        StepOp op = step_op(kind, stream_lane(s));
+        op.group = group_name, op.bytes = bytes, op.peer = peer, op.unit = unit, op.acc = acc;
+        if (peer >= 0) op.dims = {(long)bytes};
+        perform(op, s, [&] {
+            NotRecorded backend_own;
+            run();
+        }, nullptr, false);
+        if (grouping && tl_recorder) grouped.push_back({(int)tl_recorder->ops.size() - 1, s});
+    }
+    template <typename Run>
+    double scalar(double x, Run&& run) {
+        StepOp op = step_op(OpKind::Scalar, Lane::Host);
+        op.group = group_name, op.bytes = sizeof(double);
+        double out = x;
+        perform(op, nullptr, [&] {
+            NotRecorded backend_own;
+            out = run();
+        }, nullptr, false);
+        counted_scalar();
+        return out;
+    }
+
     // every collective: its bytes sent and received (the stats) and its whole buffer (the trace)
     void counted(CommOp op, uint64_t sent, uint64_t recv, uint64_t payload) {
         stats.add(op, sent, recv);
@@ -152,9 +249,5 @@ class Comm {
     void counted_scalar() {
         const uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
         counted(CommOp::Scalar, moved, moved, sizeof(double));
-    }
-    // a send or a receive as it is posted (the trace; its bytes are counted as it completes)
-    void traced_p2p(bool send, uint64_t bytes) {
-        if (trace) trace->push_back({send ? "send" : "recv", group_name, bytes, unit});
     }
 };

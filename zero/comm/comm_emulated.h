@@ -10,8 +10,9 @@
 // overwrites a buffer a peer is still reading). Hosts only meet at barriers; no
 // stream is synchronised.
 //
-// Bytes are counted as they move: a rank receives what it reads from peers and
-// sends what peers read from it.
+// Bytes are counted by Comm as a ring moves them (zero/comm/comm.h); the reads
+// here are exactly those: a rank receives what it reads from peers and sends
+// what peers read from it.
 //
 // Point-to-point (pipeline stages) is a rendezvous, as in NCCL: a send posts
 // its buffer, the receiver copies from it, and the send is complete once that
@@ -117,13 +118,12 @@ class EmulatedComm : public Comm {
     }
     const char* backend_name() const override { return "emulated"; }
 
-    void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
+  protected:
+    void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
         // reduce-scatter then all-gather, in place, as a ring does: rank r sums
         // chunk r of every peer into its own chunk r, then copies peers' chunks.
         size_t esz = dtype_size(dt);
         size_t lo = chunk_begin(count, rank), hi = chunk_begin(count, rank + 1);
-        check_on(s, "an all-reduce", {writes_bytes(buf, count * esz)});
         enter(buf, buf, s, "all_reduce");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + lo * esz;
@@ -134,69 +134,51 @@ class EmulatedComm : public Comm {
             size_t klo = chunk_begin(count, k), khi = chunk_begin(count, k + 1);
             device_copy((char*)buf + klo * esz, (const char*)shared.send[k] + klo * esz, (khi - klo) * esz, s);
         }
-        leave(s);
-        counted_all_reduce(count, dt);  // phase 1: my chunk from N-1 peers; phase 2: every other chunk once
+        leave(s);  // (read: phase 1 my chunk from N-1 peers, phase 2 every other chunk once, as counted)
     }
 
-    void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
+    void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
         size_t esz = dtype_size(dt);
-        check_on(s, "a reduce-scatter", {reads_bytes(send, world * recvcount * esz), writes_bytes(recv, recvcount * esz)});
         enter(send, recv, s, "reduce_scatter");
         std::vector<const void*> srcs(world);
         for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
         reduce(dt, recv, srcs.data(), recvcount, s);
         leave(s);
-        counted_reduce_scatter(recvcount, dt);
     }
 
-    void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
+    void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
         size_t bytes = sendcount * dtype_size(dt);
-        check_on(s, "an all-gather", {reads_bytes(send, bytes), writes_bytes(recv, world * bytes)});
         enter(send, recv, s, "all_gather");
         for (int k = 0; k < world; k++) {
             if (k == rank && send == (const char*)recv + k * bytes) continue;  // in place: mine is there
             device_copy((char*)recv + k * bytes, shared.send[k], bytes, s);
         }
         leave(s);
-        counted_all_gather(sendcount, dt);
     }
 
-    void broadcast(void* buf, size_t bytes, int root, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
-        check_on(s, "a broadcast", {rank == root ? reads_bytes(buf, bytes) : writes_bytes(buf, bytes)});
+    void run_broadcast(void* buf, size_t bytes, int root, Stream s) override {
         enter(buf, buf, s, "broadcast");
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
-        counted_broadcast(bytes, root);  // as a pipelined chain
+    }
+    void run_send(const void* buf, size_t bytes, int peer, Stream s) override { post({true, (void*)buf, bytes, peer, s}); }
+    void run_recv(void* buf, size_t bytes, int peer, Stream s) override { post({false, buf, bytes, peer, s}); }
+    double run_sum_scalar(double x) override {
+        return scalar_reduce(x, [](double a, double b) { return a + b; });
+    }
+    double run_max_scalar(double x) override {
+        return scalar_reduce(x, [](double a, double b) { return a > b ? a : b; });
     }
 
-    void barrier() override { shared.barrier.wait(rank, "barrier"); }
-
-    void send(const void* buf, size_t bytes, int peer, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
-        check_on(s, "a send", {reads_bytes(buf, bytes)});
-        post({true, (void*)buf, bytes, peer, s});
-    }
-    void recv(void* buf, size_t bytes, int peer, Stream s) override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
-        check_on(s, "a receive", {writes_bytes(buf, bytes)});
-        post({false, buf, bytes, peer, s});
-    }
-    void group_start() override { grouped = true; }
-    void group_end() override {
-        NotRecorded not_the_steps;  // a capture takes the step's own work only
+    void run_group_start() override { grouped = true; }
+    void run_group_end() override {
+        NotRecorded backend_own;  // (the step's sends and receives were recorded as posted)
         grouped = false;
         run_point_to_point();
     }
 
-    double sum_scalar(double x) override {
-        return scalar_reduce(x, [](double a, double b) { return a + b; });
-    }
-    double max_scalar(double x) override {
-        return scalar_reduce(x, [](double a, double b) { return a > b ? a : b; });
-    }
+  public:
+    void barrier() override { shared.barrier.wait(rank, "barrier"); }
 
     std::unique_ptr<Comm> split(int color, int key) override {
         shared.split_color[rank] = color;
@@ -241,7 +223,6 @@ class EmulatedComm : public Comm {
         CHECK(op.peer >= 0 && op.peer < world && op.peer != rank, "internal: point-to-point from rank %d to rank %d of %d",
               rank, op.peer, world);
         pending.push_back(op);
-        traced_p2p(op.send, op.bytes);
         if (!grouped) run_point_to_point();
     }
 
@@ -275,7 +256,6 @@ class EmulatedComm : public Comm {
             }
             shared.p2p_cv.notify_all();
             posted.push_back({msg, &op});
-            stats.add(CommOp::PointToPoint, op.bytes, 0);
         }
         for (const P2POp& op : pending) {
             if (op.send) continue;
@@ -297,7 +277,6 @@ class EmulatedComm : public Comm {
                 msg->taken = true;
             }
             shared.p2p_cv.notify_all();
-            stats.add(CommOp::PointToPoint, 0, op.bytes);
         }
         for (auto& sent : posted) {
             const std::shared_ptr<EmulatedWorld::Message>& msg = sent.first;
@@ -355,7 +334,6 @@ class EmulatedComm : public Comm {
         double acc = shared.scalar[0];
         for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
         shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
-        counted_scalar();
         return acc;
     }
 };

@@ -79,7 +79,7 @@ class NcclComm : public Comm {
     // collective not done timeout_s after it was issued ends the job (watchdog()).
     NcclComm(ncclComm_t c, int rank_, int world_, double timeout_s = COLLECTIVE_TIMEOUT_S)
         : Comm(rank_, world_), comm(c), timeout(timeout_s) {
-        internal = stream_create();
+        internal = stream_create(Lane::Comm, "the scalars' stream");
         last_done = event_create();
         scalars_host = (double*)host_malloc(world * sizeof(double));
         scalars_dev = (double*)device_malloc(world * sizeof(double));
@@ -107,42 +107,49 @@ class NcclComm : public Comm {
 
     const char* backend_name() const override { return "nccl"; }
 
-    void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
-        if (count > 0) {
-            ordered(s);
-            ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
-            issued(s, "all_reduce");
-        }
-        counted_all_reduce(count, dt);
+  protected:
+    void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
+        if (count == 0) return;
+        ordered(s);
+        ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
+        issued(s, "all_reduce");
     }
+    void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
+        if (recvcount == 0) return;
+        ordered(s);
+        ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
+        issued(s, "reduce_scatter");
+    }
+    void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
+        if (sendcount == 0) return;
+        ordered(s);
+        ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
+        issued(s, "all_gather");
+    }
+    void run_broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        if (bytes == 0) return;
+        ordered(s);
+        ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
+        issued(s, "broadcast");
+    }
+    double run_sum_scalar(double x) override {
+        const double* v = gather_scalar(x);
+        double acc = v[0];
+        for (int k = 1; k < world; k++) acc = acc + v[k];
+        return acc;
+    }
+    double run_max_scalar(double x) override {
+        const double* v = gather_scalar(x);
+        double acc = v[0];
+        for (int k = 1; k < world; k++) acc = acc > v[k] ? acc : v[k];
+        return acc;
+    }
+    void run_send(const void* buf, size_t bytes, int peer, Stream s) override {
+        point_to_point(true, (void*)buf, bytes, peer, s);
+    }
+    void run_recv(void* buf, size_t bytes, int peer, Stream s) override { point_to_point(false, buf, bytes, peer, s); }
 
-    void reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
-        if (recvcount > 0) {
-            ordered(s);
-            ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
-            issued(s, "reduce_scatter");
-        }
-        counted_reduce_scatter(recvcount, dt);
-    }
-
-    void all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
-        if (sendcount > 0) {
-            ordered(s);
-            ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
-            issued(s, "all_gather");
-        }
-        counted_all_gather(sendcount, dt);
-    }
-
-    void broadcast(void* buf, size_t bytes, int root, Stream s) override {
-        if (bytes > 0) {
-            ordered(s);
-            ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
-            issued(s, "broadcast");
-        }
-        // pipelined chain: the root sends the buffer once, every other rank receives it once
-        counted_broadcast(bytes, root);
-    }
+  public:
 
     // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
     void barrier() override {
@@ -152,40 +159,20 @@ class NcclComm : public Comm {
         wait(internal);
     }
 
-    double sum_scalar(double x) override {
-        const double* v = gather_scalar(x);
-        double acc = v[0];
-        for (int k = 1; k < world; k++) acc = acc + v[k];
-        return acc;
-    }
-    double max_scalar(double x) override {
-        const double* v = gather_scalar(x);
-        double acc = v[0];
-        for (int k = 1; k < world; k++) acc = acc > v[k] ? acc : v[k];
-        return acc;
-    }
-
-    void send(const void* buf, size_t bytes, int peer, Stream s) override {
-        traced_p2p(true, bytes);
-        point_to_point(true, (void*)buf, bytes, peer, s);
-        stats.add(CommOp::PointToPoint, bytes, 0);
-    }
-    void recv(void* buf, size_t bytes, int peer, Stream s) override {
-        traced_p2p(false, bytes);
-        point_to_point(false, buf, bytes, peer, s);
-        stats.add(CommOp::PointToPoint, 0, bytes);
-    }
-    void group_start() override {
+  protected:
+    void run_group_start() override {
         ncclCheck(ncclGroupStart());
         in_group = true;
         group_what.clear();
         group_stream = nullptr;
     }
-    void group_end() override {
+    void run_group_end() override {
         ncclCheck(ncclGroupEnd());
         in_group = false;
         if (!group_what.empty()) issued(group_stream, group_what);
     }
+
+  public:
 
     // ncclCommSplit: a collective over this communicator's ranks.
     std::unique_ptr<Comm> split(int color, int key) override {
@@ -306,7 +293,6 @@ class NcclComm : public Comm {
         cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
                                   internal));
         wait(internal);
-        counted_scalar();
         return scalars_host;
     }
 };

@@ -14,11 +14,14 @@
 // queue_depth workers, each doing synchronous pread/pwrite of up to
 // block_bytes, so that many requests are in flight without libaio or io_uring.
 //
-// A dry run (zero/base/ops.h) opens nothing and starts no thread: each tile's
-// read and write is an op on the disk lane (the read after the write its buffer
-// waits for, the write after the AdamW that filled the buffer), begin() a host
-// wait for the read, drain() one for the last op. A capture (calibration) runs
-// for real and records nothing: the disk is not among what --calibrate times.
+// While the thread records (zero/base/ops.h) each tile's read and write is an
+// op on the disk lane, recorded where the rank's thread asks for it (the read
+// after the write its buffer waits for, the write after the AdamW that filled
+// the buffer), begin() a host wait for the read, drain() one for the last op.
+// A dry run opens nothing and starts no thread: its disk is one whose every
+// read and write is done the moment it is queued (enqueue), through the same
+// states as a real one's. A capture moves the bytes (the disk is not among
+// what --calibrate replays: it measures the disk apart, zero/perf/disk_rates.h).
 #pragma once
 
 #include <algorithm>
@@ -65,7 +68,8 @@ class DiskStates {
     // tiles: sorted, not overlapping, none empty.
     DiskStates(const DiskConfig& cfg_, int rank_, std::vector<DiskTile> tiles_, MemoryAccountant& mem)
         : cfg(cfg_), rank(rank_), tiles(std::move(tiles_)),
-          file(disk_states_file(cfg_.dir, rank_)), dry(dry_recorder() != nullptr) {
+          file(disk_states_file(cfg_.dir, rank_)), dry(dry_recorder() != nullptr),
+          stamps(tl_recorder && tl_recorder->capture ? tl_recorder->stamps : nullptr) {
         CHECK(cfg.buffers >= 1, "--nvme_buffers must be at least 1 (it is %d)", cfg.buffers);
         CHECK(cfg.block_bytes >= ALIGN && cfg.block_bytes % ALIGN == 0,
               "--nvme_block_kib must be a positive multiple of 4 (it is %g)", cfg.block_bytes / 1024.0);
@@ -86,7 +90,7 @@ class DiskStates {
         slots.resize(cfg.buffers);
         for (int k = 0; k < cfg.buffers; k++)
             slots[k].buf = (char*)round_up((uintptr_t)(ring + k * (slot_bytes + ALIGN)), ALIGN);
-        pending.assign(cfg.buffers + 1, 0);
+        pending.assign(cfg.buffers + 1, 0), job_op.assign(cfg.buffers + 1, -1), job_start.assign(cfg.buffers + 1, 0);
         if (dry) return;
         open_file();
         for (int i = 0; i < cfg.workers(); i++) pool.emplace_back([this] { work(); });
@@ -143,8 +147,9 @@ class DiskStates {
         CHECK(s.use != Use::Held, "internal: begin(%d) while tile %d holds its buffer", t, s.tile);
         want(t, true, lock);
         for (int k = 1; k < cfg.buffers && t + k < num_tiles(); k++) want(t + k, false, lock);
-        if (!dry) done_cv.wait(lock, [&] { return s.tile == t && s.use == Use::Ready; });
-        else if (OpRecorder* r = dry_recorder()) r->host_wait(s.read_op);
+        auto landed = [&] { done_cv.wait(lock, [&] { return s.tile == t && s.use == Use::Ready; }); };
+        if (OpRecorder* r = tl_recorder) r->host_wait(s.read_op, landed);
+        else landed();
         s.use = Use::Held;
         const size_t sb = state_bytes(tiles[t].n);
         return {(float*)s.buf, (float*)(s.buf + sb), (float*)(s.buf + 2 * sb)};
@@ -158,22 +163,22 @@ class DiskStates {
         CHECK(s.use == Use::Held && s.tile == t, "internal: end(%d) without begin(%d)", t, t);
         s.use = Use::Writing, s.queued = -1;
         const size_t bytes = 3 * state_bytes(tiles[t].n);
-        if (!dry) return enqueue(t % cfg.buffers, s.buf, tile_pos[t], bytes, true);
-        if (OpRecorder* r = dry_recorder()) {
-            StepOp op = disk_op("disk_write", bytes);
+        if (OpRecorder* r = tl_recorder) {
+            StepOp op = disk_op(OpKind::DiskWrite, bytes);
             op.acc = {reads_bytes(s.buf, bytes)};
             if (r->last_on(r->host_lane) >= 0) op.after = {r->last_on(r->host_lane)};  // the AdamW that wrote it
             s.write_op = r->add(op);
         }
-        s.use = Use::Free, s.tile = -1;
+        enqueue(t % cfg.buffers, s.buf, tile_pos[t], bytes, Io::Write, s.write_op);
     }
     // Every queued read and write finished (before a checkpoint, at the end).
     // Tiles read ahead stay valid.
     void drain() {
         std::unique_lock<std::mutex> lock(mu);
-        if (!dry) return done_cv.wait(lock, [&] { return idle(); });
-        OpRecorder* r = dry_recorder();
-        if (r && r->last_on(Lane::Disk) > dry_drained) r->host_wait(dry_drained = r->last_on(Lane::Disk));
+        auto drained = [&] { done_cv.wait(lock, [&] { return idle(); }); };
+        OpRecorder* r = tl_recorder;
+        if (r && r->last_on(Lane::Disk) > recorded_drained) r->host_wait(recorded_drained = r->last_on(Lane::Disk), drained);
+        else drained();
     }
 
     // Outside a step (start-up, checkpoints, resume): n floats of state s (0
@@ -181,8 +186,8 @@ class DiskStates {
     // blocking. The bounce buffer is a ring buffer, after a drain: one holding
     // nothing if there is one (else a tile read ahead, dropped). write() drops
     // every tile read ahead: their copies would be stale. A dry run does nothing.
-    void read(int state, size_t offset, size_t n, float* dst) { bulk(state, offset, n, dst, nullptr); }
-    void write(int state, size_t offset, size_t n, const float* src) { bulk(state, offset, n, nullptr, src); }
+    void read(int state, size_t offset, size_t n, float* dst) { bulk(state, offset, n, (char*)dst, Io::Read); }
+    void write(int state, size_t offset, size_t n, const float* src) { bulk(state, offset, n, (char*)src, Io::Write); }
 
     int num_tiles() const { return (int)tiles.size(); }
     const std::string& path() const { return file; }
@@ -196,14 +201,15 @@ class DiskStates {
         Use use = Use::Free;
         int tile = -1;                    // the tile it holds, reads or writes
         int queued = -1;                  // Writing: the tile whose read follows the write
-        int read_op = -1, write_op = -1;  // a dry run: the ops of its last read and write
+        int read_op = -1, write_op = -1;  // recording: the ops of its last read and write
     };
+    enum class Io { Read, Write };
     // One request: a piece of a buffer's read or write (job: the buffer's index; buffers: a bulk transfer's).
     struct Piece {
         int job;
         char* buf;
         size_t pos, bytes;
-        bool write;
+        Io io;
     };
 
     void check_tile(int t) const { CHECK(t >= 0 && t < num_tiles(), "internal: disk tile %d of %d", t, num_tiles()); }
@@ -213,18 +219,27 @@ class DiskStates {
             if (s.use == Use::Reading || s.use == Use::Writing) return false;
         return pending[cfg.buffers] == 0;
     }
-    static StepOp disk_op(const char* kind, size_t bytes) {
-        StepOp op;
-        op.kind = kind, op.lane = Lane::Disk, op.bytes = bytes, op.dims = {(long)bytes};
+    static StepOp disk_op(OpKind kind, size_t bytes) {
+        StepOp op = step_op(kind, Lane::Disk);
+        op.bytes = bytes, op.dims = {(long)bytes};
         return op;
+    }
+    // Recording: tile t's read, asked for now (it runs after its buffer's write).
+    void record_read(Slot& s, int t) {
+        OpRecorder* r = tl_recorder;
+        if (!r) return;
+        StepOp op = disk_op(OpKind::DiskRead, 3 * state_bytes(tiles[t].n));
+        op.acc = {writes_bytes(s.buf, op.bytes)};
+        if (s.write_op >= 0) op.after = {s.write_op};
+        s.read_op = r->add(op);
     }
 
     // Tile t's read queued or done. A prefetch (take = false) leaves another
     // tile's buffer alone; begin takes it from a tile read ahead (after its read).
     void want(int t, bool take, std::unique_lock<std::mutex>& lock) {
         Slot& s = slot_of(t);
-        if (s.use == Use::Writing) {
-            if (s.queued < 0 || take) s.queued = t;
+        if (s.use == Use::Writing) {  // (never in a dry run: its writes are done as they are queued)
+            if (s.queued != t && (s.queued < 0 || take)) s.queued = t, record_read(s, t);
             return;
         }
         if (s.use == Use::Held || (s.tile == t && s.use != Use::Free)) return;
@@ -232,28 +247,35 @@ class DiskStates {
             if (!take) return;
             done_cv.wait(lock, [&] { return s.use != Use::Reading; });
         }
+        record_read(s, t);
         start_read(t);
     }
     void start_read(int t) {
         Slot& s = slot_of(t);
         s.use = Use::Reading, s.tile = t;
-        const size_t bytes = 3 * state_bytes(tiles[t].n);
-        if (!dry) return enqueue(t % cfg.buffers, s.buf, tile_pos[t], bytes, false);
-        if (OpRecorder* r = dry_recorder()) {
-            StepOp op = disk_op("disk_read", bytes);
-            op.acc = {writes_bytes(s.buf, bytes)};
-            if (s.write_op >= 0) op.after = {s.write_op};
-            s.read_op = r->add(op);
-        }
-        s.use = Use::Ready;
+        enqueue(t % cfg.buffers, s.buf, tile_pos[t], 3 * state_bytes(tiles[t].n), Io::Read, s.read_op);
     }
 
-    // Queues a job's requests (the lock held).
-    void enqueue(int job, char* buf, size_t pos, size_t bytes, bool write) {
+    // Queues a job's requests (the lock held); a dry run's job is done at once.
+    // op: the recorded op it is (-1: none), which a traced capture stamps.
+    void enqueue(int job, char* buf, size_t pos, size_t bytes, Io io, int op) {
+        job_op[job] = stamps ? op : -1, job_start[job] = -1;
+        if (dry) return finished(job);
         for (size_t at = 0; at < bytes; at += cfg.block_bytes)
-            queue.push_back({job, buf + at, pos + at, std::min(cfg.block_bytes, bytes - at), write});
+            queue.push_back({job, buf + at, pos + at, std::min(cfg.block_bytes, bytes - at), io});
         pending[job] = (int)ceil_div(bytes, cfg.block_bytes);
         work_cv.notify_all();
+    }
+    // A job's last request is done (the lock held): a buffer's next state.
+    void finished(int job) {
+        if (job_op[job] >= 0) stamps->span(job_op[job], job_start[job], OpClock::now());
+        if (job < cfg.buffers) {
+            Slot& s = slots[job];
+            if (s.use == Use::Reading) s.use = Use::Ready;
+            else if (s.queued >= 0) start_read(std::exchange(s.queued, -1));
+            else s.use = Use::Free, s.tile = -1;
+        }
+        done_cv.notify_all();
     }
     void work() {
         std::unique_lock<std::mutex> lock(mu);
@@ -262,27 +284,22 @@ class DiskStates {
             if (queue.empty()) return;
             const Piece p = queue.front();
             queue.pop_front();
+            if (job_start[p.job] < 0) job_start[p.job] = OpClock::now();
             lock.unlock();
             transfer(p);
             lock.lock();
-            if (--pending[p.job] > 0) continue;
-            if (p.job < cfg.buffers) {
-                Slot& s = slots[p.job];
-                if (s.use == Use::Reading) s.use = Use::Ready;
-                else if (s.queued >= 0) start_read(std::exchange(s.queued, -1));
-                else s.use = Use::Free, s.tile = -1;
-            }
-            done_cv.notify_all();
+            if (--pending[p.job] == 0) finished(p.job);
         }
     }
     // One request, to its last byte. An error ends the run (fail() from a worker ends the process).
     void transfer(const Piece& p) {
+        const bool write = p.io == Io::Write;
         for (size_t done = 0; done < p.bytes;) {
             const size_t at = p.pos + done, left = p.bytes - done;
-            const ssize_t got = p.write ? pwrite(fd, p.buf + done, left, (off_t)at) : pread(fd, p.buf + done, left, (off_t)at);
+            const ssize_t got = write ? pwrite(fd, p.buf + done, left, (off_t)at) : pread(fd, p.buf + done, left, (off_t)at);
             if (got < 0 && errno == EINTR) continue;
-            if (got < 0) fail("cannot %s %s at byte %zu: %s", p.write ? "write" : "read", file.c_str(), at, strerror(errno));
-            if (got == 0 && p.write) fail("cannot write %s at byte %zu: nothing was written", file.c_str(), at);
+            if (got < 0) fail("cannot %s %s at byte %zu: %s", write ? "write" : "read", file.c_str(), at, strerror(errno));
+            if (got == 0 && write) fail("cannot write %s at byte %zu: nothing was written", file.c_str(), at);
             if (got == 0)  // never zeros in its place: the file was cut short under the run
                 fail("%s is shorter than its optimizer states: a read of %zu bytes at byte %zu found its end",
                      file.c_str(), left, at);
@@ -292,7 +309,7 @@ class DiskStates {
 
     // Through the bounce buffer in aligned chunks: a chunk a write covers only
     // in part is read first, to keep its other bytes.
-    void bulk(int state, size_t offset, size_t n, float* dst, const float* src) {
+    void bulk(int state, size_t offset, size_t n, char* user, Io io) {
         CHECK(state >= 0 && state < 3, "internal: optimizer state %d", state);
         if (dry || n == 0) return;
         std::unique_lock<std::mutex> lock(mu);
@@ -301,13 +318,12 @@ class DiskStates {
         for (int i = 0; i < cfg.buffers; i++) {
             Slot& s = slots[i];
             CHECK(s.use != Use::Held, "internal: read() or write() of the states while tile %d is held", s.tile);
-            if (src && s.use == Use::Ready) s.use = Use::Free, s.tile = -1;
+            if (io == Io::Write && s.use == Use::Ready) s.use = Use::Free, s.tile = -1;
             if (k < 0 && s.use == Use::Free) k = i;
         }
         k = std::max(k, 0);
         slots[k].use = Use::Free, slots[k].tile = -1;
         char* const bounce = slots[k].buf;
-        char* const user = dst ? (char*)dst : (char*)src;
         // the last tile starting at or before `offset`
         size_t t = std::upper_bound(tiles.begin(), tiles.end(), offset,
                                     [](size_t e, const DiskTile& d) { return e < d.offset; }) - tiles.begin();
@@ -322,19 +338,19 @@ class DiskStates {
             for (size_t a = lo / ALIGN * ALIGN; a < hi; a += slot_bytes) {
                 const size_t b = std::min(round_up(hi, ALIGN), a + slot_bytes), from = std::max(a, lo),
                              to = std::min(b, hi);
-                if (!src || from > a || to < b) bulk_transfer(lock, bounce, a, b - a, false);
-                if (!src) {
+                if (io == Io::Read || from > a || to < b) bulk_transfer(lock, bounce, a, b - a, Io::Read);
+                if (io == Io::Read) {
                     memcpy(user + u + (from - lo), bounce + (from - a), to - from);
                     continue;
                 }
                 memcpy(bounce + (from - a), user + u + (from - lo), to - from);
-                bulk_transfer(lock, bounce, a, b - a, true);
+                bulk_transfer(lock, bounce, a, b - a, Io::Write);
             }
             e = stop;
         }
     }
-    void bulk_transfer(std::unique_lock<std::mutex>& lock, char* buf, size_t pos, size_t bytes, bool write) {
-        enqueue(cfg.buffers, buf, pos, bytes, write);
+    void bulk_transfer(std::unique_lock<std::mutex>& lock, char* buf, size_t pos, size_t bytes, Io io) {
+        enqueue(cfg.buffers, buf, pos, bytes, io, -1);
         done_cv.wait(lock, [&] { return pending[cfg.buffers] == 0; });
     }
 
@@ -390,66 +406,18 @@ class DiskStates {
     std::vector<size_t> tile_pos;  // each tile's first byte in the file
     const std::string file;
     const bool dry;      // made in a dry run: no file, no thread
+    OpStamps* const stamps;  // a traced capture's clock: each read's and write's span
     size_t slot_bytes;   // one ring buffer: the largest tile's three states
     int fd = -1;
-    int dry_drained = -1;  // a dry run: the last disk op a drain waited for
+    int recorded_drained = -1;  // recording: the last disk op a drain waited for
 
     std::mutex mu;  // everything below, and the slots
     std::condition_variable work_cv, done_cv;
     std::vector<Slot> slots;
     std::deque<Piece> queue;
     std::vector<int> pending;  // per job: requests not done
+    std::vector<int> job_op;   // per job: the op a traced capture stamps, or -1
+    std::vector<double> job_start;  // per job: when its first request started (-1: not yet)
     bool stopping = false;
     std::vector<std::thread> pool;
 };
-
-// The disk's plain rates: a file of `bytes` at `path` written sequentially in
-// `block`-byte O_DIRECT requests, `in_flight` of them at a time (a thread each,
-// taking the next block in file order), then fdatasync, and read back the same
-// way; GB/s each (direct: O_DIRECT was taken; if not, the page cache is dropped
-// before the read). The file is removed. One request at a time is the plain
-// reference the engine is held to (dev/bench_nvme.cpp); the engine's own
-// request size and concurrency (threads x queue_depth) is what --calibrate
-// gives the step-time model, since that is how the engine drives the disk.
-inline void plain_disk_rates(const std::string& path, size_t bytes, size_t block, int in_flight, bool& direct,
-                             double& write_gbps, double& read_gbps) {
-    CHECK(block >= DiskStates::ALIGN && block % DiskStates::ALIGN == 0 && in_flight >= 1,
-          "internal: plain_disk_rates needs whole 4 KiB blocks and at least one request in flight");
-    bytes = round_up(bytes, block);
-    int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-    direct = fd >= 0;
-    if (fd < 0) fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-    CHECK(fd >= 0, "cannot open %s: %s", path.c_str(), strerror(errno));
-    const int err = posix_fallocate(fd, 0, (off_t)bytes);  // as the engine's file is
-    CHECK(err == 0, "cannot allocate %zu bytes for %s: %s", bytes, path.c_str(), strerror(err));
-    std::atomic<int> failed{0};  // the first error's errno (a short transfer: EIO)
-    auto note_error = [&](int e) {
-        int none = 0;
-        failed.compare_exchange_strong(none, e ? e : EIO);
-    };
-    auto pass = [&](bool write) {  // every block once, in_flight requests at a time; seconds
-        std::atomic<size_t> next{0};
-        auto worker = [&] {
-            void* p = nullptr;
-            if (posix_memalign(&p, DiskStates::ALIGN, block) != 0) return note_error(ENOMEM);
-            for (size_t i = 0; i < block; i++) ((char*)p)[i] = (char)(i * 131 + 7);
-            for (size_t at; !failed && (at = next.fetch_add(block)) < bytes;)
-                if ((write ? pwrite(fd, p, block, (off_t)at) : pread(fd, p, block, (off_t)at)) != (ssize_t)block)
-                    note_error(errno);
-            free(p);
-        };
-        HostClock clock;
-        std::vector<std::thread> pool;
-        for (int i = 1; i < in_flight; i++) pool.emplace_back(worker);
-        worker();
-        for (std::thread& t : pool) t.join();
-        if (write && !failed && fdatasync(fd) != 0) note_error(errno);
-        return clock.seconds();
-    };
-    write_gbps = bytes / pass(true) / 1e9;
-    if (!direct) posix_fadvise(fd, 0, (off_t)bytes, POSIX_FADV_DONTNEED);
-    if (!failed) read_gbps = bytes / pass(false) / 1e9;
-    close(fd);
-    unlink(path.c_str());
-    CHECK(!failed, "cannot write and read back %s: %s", path.c_str(), strerror(failed));
-}

@@ -12,10 +12,12 @@
 // slow worker would (the delayed parameter update's AdamW, zero_engine.h).
 // In checking mode (zero/base/stream_check.h) a task runs as the worker's
 // agent, ordered after its event and after what the submitter had done; only
-// wait() and drain() order the waiting thread after it, as on the GPU. In a
-// dry run (zero/base/ops.h) every task runs at once, in either build, its
-// work recorded on the worker's lane (the delayed update's on its own) after
-// its event, and a wait is the thread's wait for its last op.
+// wait() and drain() order the waiting thread after it, as on the GPU. While
+// the thread records (a dry run or a capture, zero/base/ops.h) every task
+// runs at once, in either build, on the submitting thread (a capture's after
+// its event has completed), its work recorded on the worker's lane (the
+// delayed update's on its own) after its event, and a wait is the thread's
+// wait for its last op.
 #pragma once
 
 #include <condition_variable>
@@ -30,7 +32,8 @@
 
 class HostTasks {
   public:
-    explicit HostTasks(bool run_late_ = false) : run_late(run_late_), dry(dry_recorder() != nullptr) {
+    explicit HostTasks(bool run_late_ = false)
+        : run_late(run_late_), lane(run_late_ ? Lane::Update : Lane::Worker), dry(dry_recorder() != nullptr) {
 #ifndef ZERO_CUDA
         if (tl_checker) worker = tl_checker->add_agent(run_late ? "the delayed-update thread" : "the host-task worker");
 #else
@@ -63,20 +66,14 @@ class HostTasks {
     // number, for wait().
     uint64_t submit(Event after, std::function<void()> fn) {
 #ifdef ZERO_CUDA
-        if (tl_recorder && tl_recorder->capture) {  // a capture (calibration): at once, on this thread
-            if (after) event_sync(after);
-            fn();
+        if (OpRecorder* r = tl_recorder) {  // recording: at once, on this thread, its ops on the worker's lane
+            if (after && r->capture) {
+                NotRecorded the_workers_own;
+                event_sync(after);
+            }
+            recorded(r, after ? r->event_op(after) : -1, fn, submitted);
             std::lock_guard<std::mutex> lock(mu);
             completed++;
-            return submitted++;
-        }
-        if (OpRecorder* r = dry_recorder()) {  // a dry run: its ops now, on the worker's lane, after its event
-            r->task_after = after ? dry_event(after)->op : -1;
-            const Lane outer = r->host_lane;
-            r->host_lane = run_late ? Lane::Update : Lane::Worker;
-            fn();
-            r->host_lane = outer, r->task_after = -1;
-            dry_last[submitted] = r->last_on(run_late ? Lane::Update : Lane::Worker);
             return submitted++;
         }
         uint64_t id;
@@ -93,10 +90,10 @@ class HostTasks {
             t.submitter = tl_checker->now();
             if (checked(after)) t.after = after->clock;
         }
-        if (dry_recorder()) t.after_op = after ? after->op : -1;
+        if (OpRecorder* r = tl_recorder) t.after_op = after ? r->event_op(after) : -1;
         late.push_back(std::move(t));
         uint64_t id = submitted++;
-        if (!run_late || dry_recorder()) run_until(id);
+        if (!run_late || tl_recorder) run_until(id);
         return id;
 #endif
     }
@@ -104,7 +101,7 @@ class HostTasks {
     // Returns once task `id` (and every task before it) has run.
     void wait(uint64_t id) {
 #ifdef ZERO_CUDA
-        if (dry) return dry_wait(id);
+        if (tl_recorder) return recorded_wait(id);
         std::unique_lock<std::mutex> lock(mu);
         done_cv.wait(lock, [&] { return completed > id; });
 #else
@@ -114,7 +111,7 @@ class HostTasks {
             if (it != done_clocks.end()) tl_checker->join_current(it->second);
             done_clocks.erase(done_clocks.begin(), done_clocks.upper_bound(id));
         }
-        if (dry_recorder()) dry_wait(id);
+        if (tl_recorder) recorded_wait(id);
 #endif
     }
 
@@ -124,12 +121,20 @@ class HostTasks {
     }
 
   private:
-    // A dry run: the thread waits for the last op of the last task up to id that recorded one.
-    void dry_wait(uint64_t id) {
-        auto it = dry_last.upper_bound(id);
-        while (it != dry_last.begin() && (--it)->second < 0) {}
-        if (it != dry_last.end() && it->first <= id) dry_recorder()->host_wait(it->second);
-        dry_last.erase(dry_last.begin(), dry_last.upper_bound(id));
+    // Recording: task `id`'s ops (fn's) on the task's lane, the first after op `after_op`.
+    void recorded(OpRecorder* r, int after_op, const std::function<void()>& fn, uint64_t id) {
+        const Lane outer = r->host_lane;
+        r->host_lane = lane, r->task_after = after_op;
+        fn();
+        r->host_lane = outer, r->task_after = -1;
+        recorded_last[id] = r->last_on(lane);
+    }
+    // Recording: the thread waits for the last op of the last task up to id that recorded one.
+    void recorded_wait(uint64_t id) {
+        auto it = recorded_last.upper_bound(id);
+        while (it != recorded_last.begin() && (--it)->second < 0) {}
+        if (it != recorded_last.end() && it->first <= id) tl_recorder->host_wait(it->second);
+        recorded_last.erase(recorded_last.begin(), recorded_last.upper_bound(id));
     }
 #ifdef ZERO_CUDA
     struct Task {
@@ -164,7 +169,7 @@ class HostTasks {
     struct Task {
         std::function<void()> fn;
         StreamChecker::Clock submitter, after;  // checking mode: what the task starts after
-        int after_op = -1;                      // a dry run: the op its event follows
+        int after_op = -1;                      // recording: the op its event follows
     };
     std::deque<Task> late;  // submitted, not yet run
     int worker = -1;        // checking mode: the worker's agent
@@ -180,11 +185,8 @@ class HostTasks {
                 tl_checker->start_task(worker, t.submitter, t.after);
                 tl_agent = worker;
             }
-            OpRecorder* r = dry_recorder();
-            const Lane lane = run_late ? Lane::Update : Lane::Worker, outer_lane = r ? r->host_lane : Lane::Host;
-            if (r) r->host_lane = lane, r->task_after = t.after_op;
-            t.fn();
-            if (r) r->host_lane = outer_lane, r->task_after = -1, dry_last[completed] = r->last_on(lane);
+            if (OpRecorder* r = tl_recorder) recorded(r, t.after_op, t.fn, completed);
+            else t.fn();
             if (check) {
                 tl_agent = outer;
                 done_clocks[completed] = tl_checker->clock_of(worker);
@@ -194,7 +196,8 @@ class HostTasks {
     }
 #endif
     const bool run_late;  // the CPU build: run tasks at wait(), not at submit()
+    const Lane lane;      // where a recording puts its tasks' ops
     const bool dry;       // made during a dry run: no worker thread
-    std::map<uint64_t, int> dry_last;  // a dry run: each task's last op on its lane
+    std::map<uint64_t, int> recorded_last;  // recording: each task's last op on its lane
     uint64_t submitted = 0, completed = 0;
 };

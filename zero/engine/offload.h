@@ -100,26 +100,27 @@ class HostOptimizer {
     // norm_counts which of them the global norm counts on this rank; keys: a
     // unit's offset in the whole model's buffer minus its offset in `plan`
     // (the stochastic rounding's key, zero_engine.h); master, m, v: the host
-    // states in host memory, and `disk` the rest (NVMe offload, from
-    // split.begin; else null); shard: stage 3's parameter slices (on the host
-    // with ParamHome::Host).
-    HostOptimizer(const OffloadPolicy& policy, int stage_, int micro_steps_, const ShardPlan& plan_,
+    // states in host memory, and `disk` the rest (StateHome::Disk, from
+    // split.begin); shard: stage 3's parameter slices (on the host with
+    // ParamHome::Host).
+    HostOptimizer(const OffloadPolicy& policy, Sharded sharded_, int micro_steps_, const ShardPlan& plan_,
                   const std::vector<ShardPiece>& pieces_, const std::vector<ShardPiece>& norm_pieces_,
                   std::vector<char> norm_counts_, std::vector<size_t> key_shift_, float* master_, float* m_, float* v_,
                   DiskStates* disk_, const ShardPlan::DiskSplit& split_, T* shard, MemoryAccountant& mem_, Comm& comm_,
                   Stream comm_stream_, int cpu_threads)
-        : grads_down(stage_ < 2 || policy.sums == GradSums::Host ? GradsDown::AsReduced
-                     : policy.delay_steps > 0                   ? GradsDown::AtLastMicroStep
-                                                                : GradsDown::InStep),
+        : grads_down(!sharded_.grads || policy.sums == GradSums::Host ? GradsDown::AsReduced
+                     : policy.delay_steps > 0                         ? GradsDown::AtLastMicroStep
+                                                                      : GradsDown::InStep),
           params_up(policy.params == ParamHome::Host ? ParamsUp::Gathered
                     : policy.delay_steps > 0         ? ParamsUp::FromHostCopy
                                                      : ParamsUp::ThroughLanding),
-          stage(stage_), micro_steps(micro_steps_), delay_steps(policy.delay_steps), plan(plan_), pieces(pieces_),
+          states(policy.states), sharded(sharded_), micro_steps(micro_steps_), delay_steps(policy.delay_steps),
+          plan(plan_), pieces(pieces_),
           norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), key_shift(std::move(key_shift_)),
           master(master_), adam_m(m_), adam_v(v_), disk(disk_), disk_buffers(policy.disk.buffers), split(split_),
           mem(mem_), comm(comm_), comm_stream(comm_stream_),
           cpu_adam(dry_recorder() ? nullptr : std::make_unique<CpuAdamW>(cpu_threads)) {  // (none in a dry run)
-        CHECK(policy.params == ParamHome::Device || stage == 3, "internal: parameter offload needs stage 3");
+        CHECK(policy.params == ParamHome::Device || sharded.params, "internal: parameter offload needs stage 3");
         CHECK(policy.delay_steps == 0 || policy.params == ParamHome::Device,
               "internal: a delayed update needs the parameters on the device");
         const size_t S = plan.shard_numel, slice = plan.largest_slice();
@@ -135,7 +136,7 @@ class HostOptimizer {
             for (int k = 0; k < 2; k++)
                 down_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_landing_host" + std::to_string(k), false);
         }
-        if (grads_down == GradsDown::AsReduced && stage >= 2 && micro_steps > 1)
+        if (grads_down == GradsDown::AsReduced && sharded.grads && micro_steps > 1)
             for (int k = 0; k < 2; k++)
                 sum_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_sum_landing_host" + std::to_string(k), false);
         if (delay_steps > 0) {  // the next step's gradients land here while the delayed AdamW reads the last step's
@@ -161,12 +162,12 @@ class HostOptimizer {
             *e = event_create();
     }
     ~HostOptimizer() {
-        if (delayed) delayed->drain();  // it reads and writes these buffers
+        if (delay_steps > 0) delayed->drain();  // it reads and writes these buffers
         tasks.drain();
         for (Event e : unit_on_host) event_destroy(e);
         for (Event e : {sum_landed[0], sum_landed[1], up_read[0], up_read[1], down_ready[0], down_ready[1]})
             event_destroy(e);
-        if (delayed) event_destroy(params_read);
+        if (delay_steps > 0) event_destroy(params_read);
     }
     HostOptimizer(const HostOptimizer&) = delete;
     HostOptimizer& operator=(const HostOptimizer&) = delete;
@@ -258,11 +259,11 @@ class HostOptimizer {
     // gradient slice down first with InStep (the next unit's goes down while
     // the CPU works on this one), its output into a landing slice whose last
     // upload is done; returns where its new parameters are, for the engine to
-    // upload (null: parameter offload, the host slice is the parameter).
-    // `device_sums`: the engine's gradient shard (InStep).
+    // upload (with ParamsUp::Gathered they are the host slice, gathered from
+    // there: nothing to upload). `device_sums`: the engine's gradient shard (InStep).
     const T* update_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* device_sums) {
         const int k = u & 1;
-        const T* g = host_grads ? host_grads + plan.shard_offset[u] : down_landing[k];
+        const T* g = grads_down == GradsDown::InStep ? down_landing[k] : host_grads + plan.shard_offset[u];
         if (grads_down == GradsDown::InStep) {
             if (u == 0) grads_down_unit(0, device_sums);
             if (u + 1 < plan.num_units()) grads_down_unit(u + 1, device_sums);
@@ -271,7 +272,7 @@ class HostOptimizer {
         T* out = params_up == ParamsUp::ThroughLanding ? up_landing[k] : host_params + plan.shard_offset[u];
         if (params_up == ParamsUp::ThroughLanding) event_sync(up_read[k]);
         adamw_unit(u, s, oc, g, out);
-        return params_up == ParamsUp::Gathered ? nullptr : out;
+        return out;
     }
     // After the engine's upload of unit u (on the comm stream): its landing slice may be written again.
     void uploaded(int u) {
@@ -340,7 +341,9 @@ class HostOptimizer {
     }
 
   private:
-    const int stage, micro_steps, delay_steps;
+    const StateHome states;
+    const Sharded sharded;
+    const int micro_steps, delay_steps;
     const ShardPlan& plan;
     const std::vector<ShardPiece>& pieces;
     const std::vector<ShardPiece>& norm_pieces;
@@ -410,7 +413,7 @@ class HostOptimizer {
     // master, m, v and its compute-dtype slice `out`.
     void adamw_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* g, T* out) {
         const size_t o = plan.shard_offset[u];
-        if (!disk || u < split.first_unit)
+        if (states != StateHome::Disk || u < split.first_unit)
             return adamw_range(u, o, plan.slice_numel(u), master + o, adam_m + o, adam_v + o, s, oc, g, out);
         // On disk, a tile at a time: its states come into the disk's ring (read
         // ahead while the CPU updates the tile before) and go back (written

@@ -26,12 +26,13 @@ template <typename T>
 class RankState {
   public:
     // comm: the data group; off: where the fp32 states and (stage 3) the
-    // parameter slices live (offload.h); file_rank: the rank's number in the
+    // parameter slices live (offload.h); grid_rank: the rank's number in the
     // whole grid, which names its states' file with NVMe offload.
     RankState(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& ctx_, int stage_,
-              uint64_t seed_, int tp_rank_, const OffloadPolicy& off, int file_rank)
+              uint64_t seed_, int tp_rank_, const OffloadPolicy& off, int grid_rank_)
         : layout(layout_), plan(layout_.unit_specs(), comm_.world, SHARD_ALIGN), comm(comm_), mem(mem_), ctx(ctx_),
-          stage(stage_), rank(comm_.rank), world(comm_.world), seed(seed_), tp_rank(tp_rank_) {
+          stage(stage_), sharded(sharded_at(stage_)), rank(comm_.rank), world(comm_.world),
+          grid_rank(grid_rank_), seed(seed_), tp_rank(tp_rank_) {
         std::string err = plan.validate();
         CHECK(err.empty(), "%s", err.c_str());
         CHECK(stage >= 0 && stage <= 3, "ZeRO stage must be 0, 1, 2 or 3 (got %d)", stage);
@@ -39,14 +40,14 @@ class RankState {
         ShardPlan whole(ParamLayout(layout.cfg, layout.tp).unit_specs(), comm_.world, SHARD_ALIGN);
         for (int u = 0; u < plan.num_units(); u++)
             key_shift.push_back(whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]);
-        pieces = stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(rank);
+        pieces = sharded.states ? plan.pieces_of_rank(rank) : plan.pieces_full();
         const Arena states = off.on_cpu() ? Arena::Host : Arena::Device;
         const Arena params = off.params == ParamHome::Host ? Arena::Host : Arena::Device;
-        if (stage < 3) params_full = mem.allocate_array<T>(plan.full_numel, MemKind::Params, Arena::Device, "params", true);
+        if (!sharded.params) params_full = mem.allocate_array<T>(plan.full_numel, MemKind::Params, Arena::Device, "params", true);
         else params_shard = mem.allocate_array<T>(plan.shard_numel, MemKind::Params, params, "params_shard", true);
         if (off.states == StateHome::Disk) {
             split = plan.disk_split(off.disk_fraction, off.disk_tile_numel);
-            disk = std::make_unique<DiskStates>(off.disk, file_rank, split.tiles, mem);
+            disk = std::make_unique<DiskStates>(off.disk, grid_rank, split.tiles, mem);
         } else {
             split.begin = optimizer_numel();
         }
@@ -63,7 +64,10 @@ class RankState {
     Comm& comm;
     MemoryAccountant& mem;
     const KernelCtx ctx;
-    const int stage, rank, world;
+    const int stage;
+    const Sharded sharded;         // the stage's choices (shard_plan.h)
+    const int rank, world;         // in the data group
+    const int grid_rank;           // in the whole dp x tp x pp grid, the launcher's order (pipeline_plan.h)
     const uint64_t seed;
     const int tp_rank;
     int adam_t = 0;  // optimizer steps taken (skipped steps do not count)
@@ -72,7 +76,7 @@ class RankState {
     // pieces' shard_offset; stage 0: the full offset) into host arrays (tests),
     // or a range of one of them to or from the host (checkpoints, a unit at a
     // time), wherever they live. Outside a step.
-    size_t optimizer_numel() const { return stage == 0 ? plan.full_numel : plan.shard_numel; }
+    size_t optimizer_numel() const { return sharded.states ? plan.shard_numel : plan.full_numel; }
     void read_states(float* w, float* m, float* v) {
         float* dst[3] = {w, m, v};
         for (int s = 0; s < 3; s++) read_state_range(s, 0, optimizer_numel(), dst[s]);
@@ -121,7 +125,7 @@ class RankState {
                 read_state_range(0, p.shard_offset + b, read.size(), read.data());
                 write_rounded(own_params(p) + b, read.data(), read.size(), rounding_seed(adam_t), key(p) + b);
             }
-        if (stage == 1 || stage == 2)
+        if (sharded.states && !sharded.params)  // (whole parameters, updated a slice per rank)
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, ctx.stream);
         stream_sync(ctx.stream);
     }
@@ -172,7 +176,7 @@ class RankState {
 
     // Where this rank's compute-dtype copy of piece p lives.
     T* own_params(const ShardPiece& p) const {
-        return stage < 3 ? params_full + p.full_offset : params_shard + p.shard_offset;
+        return sharded.params ? params_shard + p.shard_offset : params_full + p.full_offset;
     }
 
     // Stages 1-2: all-gather unit u's parameters in place (each rank has updated its slice).
@@ -188,12 +192,12 @@ class RankState {
         size_t F = plan.full_offset[u], P = plan.padded[u], slice = plan.slice_numel(u);
         // fp32 masters of what this rank updates, at their optimizer offsets (m and v start at zero: the
         // accountant's memory and the disk's file are made zeroed)
-        if (stage == 0) write_state_range(0, F, P, values);
+        if (!sharded.states) write_state_range(0, F, P, values);
         else write_state_range(0, plan.shard_offset[u], slice, values + rank * slice);
         // compute-dtype copy: the whole unit (stages 0-2) or this rank's slice (stage 3),
         // rounded as a step-0 AdamW would have written it
-        size_t begin = stage < 3 ? 0 : rank * slice, n = stage < 3 ? P : slice;
-        T* dst = stage < 3 ? params_full + F : params_shard + plan.shard_offset[u];
+        size_t begin = sharded.params ? rank * slice : 0, n = sharded.params ? slice : P;
+        T* dst = sharded.params ? params_shard + plan.shard_offset[u] : params_full + F;
         write_rounded(dst, values + begin, n, rounding_seed(0), F + key_shift[u] + begin);
     }
 };

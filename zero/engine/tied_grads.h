@@ -69,7 +69,7 @@ class TiedGrads {
         if (z.tied) z.tied->unit = u;
         event_record(z.compute_done, z.ctx.stream);
         stream_wait(s, z.compute_done);
-        if (z.stage < 2) {
+        if (!z.sharded.grads) {
             z.tied->all_reduce_sum(z.grads_full + z.plan.full_offset[u], z.plan.padded[u], dtype_of<T>::value, s);
             return z.reduce_unit(u, z.micro_steps - 1);
         }

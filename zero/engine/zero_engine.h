@@ -36,6 +36,7 @@
 #include "zero/engine/tied_grads.h"
 #include "zero/engine/unit_slots.h"
 #include "zero/layout/param_layout.h"
+#include "zero/layout/pipeline_plan.h"
 #include "zero/layout/shard_plan.h"
 
 struct ZeroConfig {
@@ -56,7 +57,7 @@ class ZeroEngine : public RankState<T> {
     using State = RankState<T>;
 
   public:
-    using State::layout, State::plan, State::comm, State::mem, State::ctx, State::stage, State::rank, State::world,
+    using State::layout, State::plan, State::comm, State::mem, State::ctx, State::sharded, State::rank, State::world,
         State::tp_rank, State::adam_t, State::optimizer_numel, State::copy_to_host, State::rounding_seed;
 
     // comm: the ranks ZeRO shards across (the data group); tensor: the rank's
@@ -66,7 +67,8 @@ class ZeroEngine : public RankState<T> {
     ZeroEngine(const ParamLayout& layout_, Comm& comm_, MemoryAccountant& mem_, const KernelCtx& compute_,
                const ZeroConfig& cfg, Comm* tensor_ = nullptr, Comm* pipe_ = nullptr, Comm* tied_ = nullptr)
         : State(layout_, comm_, mem_, compute_, cfg.stage, cfg.seed, tensor_ ? tensor_->rank : 0, cfg.offload,
-                comm_.rank + comm_.world * ((tensor_ ? tensor_->rank : 0) + layout_.tp * (pipe_ ? pipe_->rank : 0))),
+                Grid3{comm_.world, layout_.tp, pipe_ ? pipe_->world : 1}.rank_of(pipe_ ? pipe_->rank : 0, comm_.rank,
+                                                                                tensor_ ? tensor_->rank : 0)),
           micro_steps(cfg.micro_steps), tensor(tensor_), pipe(pipe_), tied(tied_) {
         CHECK((layout.tp > 1) == (tensor != nullptr) && (!tensor || tensor->world == layout.tp),
               "internal: a tensor-parallel layout needs its tensor group, and only it");
@@ -75,22 +77,22 @@ class ZeroEngine : public RankState<T> {
               "internal: a pipeline stage's layout needs its pipeline group, and only it");
         const OffloadPolicy& off = cfg.offload;
         const bool states_on_host = off.on_cpu(), params_on_host = off.params == ParamHome::Host;
-        CHECK(!states_on_host || stage >= 1, "optimizer offload needs ZeRO stage 1, 2 or 3");
-        CHECK(!params_on_host || (stage == 3 && states_on_host), "parameter offload needs ZeRO stage 3 and optimizer offload");
+        CHECK(!states_on_host || sharded.states, "optimizer offload needs ZeRO stage 1, 2 or 3");
+        CHECK(!params_on_host || (sharded.params && states_on_host), "parameter offload needs ZeRO stage 3 and optimizer offload");
         CHECK(off.delay_steps == 0 || (states_on_host && !params_on_host),
               "a delayed parameter update needs optimizer offload without parameter offload");
-        comm_stream = stream_create("the comm stream");
+        comm_stream = stream_create(Lane::Comm, "the comm stream");
         compute_done = event_create();
         comm_done = event_create();
         norm_pieces = plan.pieces_of_rank(rank);
-        allocate(states_on_host && off.sums == GradSums::Host);
         if (states_on_host) {
             std::vector<char> counts;
             for (const ShardPiece& p : norm_pieces) counts.push_back(!counted_elsewhere(p));
-            host = std::make_unique<HostOptimizer<T>>(off, stage, micro_steps, plan, pieces, norm_pieces, counts,
+            host = std::make_unique<HostOptimizer<T>>(off, sharded, micro_steps, plan, pieces, norm_pieces, counts,
                                                       key_shift, master, adam_m, adam_v, State::disk.get(), State::split,
                                                       params_shard, mem, comm, comm_stream, cfg.cpu_threads);
         }
+        allocate();
         if (!host || !host->grads_on_host())
             norm_partials = (float*)mem.allocate(norm_pieces.size() * sizeof(float), MemKind::Scratch, Arena::Device, "norm_partials", false);
     }
@@ -146,7 +148,7 @@ class ZeroEngine : public RankState<T> {
         CHECK(cursor < visits.size() && visits[cursor] == u, "internal: model visited unit %d out of order (expected %d)",
               u, cursor < visits.size() ? visits[cursor] : -1);
         cursor++;
-        if (stage < 3) return params_full + plan.full_offset[u];
+        if (!sharded.params) return params_full + plan.full_offset[u];
         UnitSlot<T>* slot = param_slots->holding(u);
         if (!slot) slot = gather_params(u);
         CHECK(slot, "internal: no free slot to gather unit %d", u);
@@ -158,7 +160,7 @@ class ZeroEngine : public RankState<T> {
     }
 
     void release_params(int u) {
-        if (stage < 3) return;
+        if (!sharded.params) return;
         UnitSlot<T>* slot = param_slots->holding(u);
         CHECK(slot && slot->in_use, "internal: release of unit %d that is not held", u);
         vacate(*slot, ctx.stream);
@@ -167,7 +169,7 @@ class ZeroEngine : public RankState<T> {
     // Drop prefetched units a pass did not use (an evaluation pass stops at the
     // LM head; nothing else should remain).
     void end_pass() {
-        if (stage < 3) return;
+        if (!sharded.params) return;
         for (auto& s : param_slots->slots)
             if (s.unit >= 0 && !s.in_use) vacate(s, comm_stream);
     }
@@ -175,7 +177,7 @@ class ZeroEngine : public RankState<T> {
     // Unit u's full-size gradient buffer to accumulate into, on the compute
     // stream. Asked again within a micro-step (the tied wte) it is the same.
     T* acquire_grads(int u, int micro_step) {
-        if (stage < 2) {
+        if (!sharded.grads) {
             if (micro_step == 0 && !grads_live) {
                 device_zero(grads_full, plan.full_numel * sizeof(T), ctx.stream);
                 grads_live = true;
@@ -203,8 +205,8 @@ class ZeroEngine : public RankState<T> {
     // stage says, on the comm stream, once the compute stream gets here.
     void grads_done(int u, int micro_step) {
         bool last = micro_step == micro_steps - 1;
-        if (stage < 2 && !last) return;
-        if (u == layout.embed_unit() && stage < 2) {
+        if (!sharded.grads && !last) return;
+        if (u == layout.embed_unit() && !sharded.grads) {
             tied_grads.join_before_reduce(u);  // the step's H joins E
             if (tied) return;                  // reduced in step(), after the tied all-reduce
         }
@@ -270,7 +272,7 @@ class ZeroEngine : public RankState<T> {
     // model file: acquire_params / release_params without the pass's visiting
     // order (stage 3 gathers into a slot; every rank must call this together).
     const T* acquire_params_for_export(int u) {
-        if (stage < 3) {
+        if (!sharded.params) {
             stream_wait(ctx.stream, comm_done);  // stages 1-2: peers' slices arrive by the post-step all-gather
             return params_full + plan.full_offset[u];
         }
@@ -281,7 +283,7 @@ class ZeroEngine : public RankState<T> {
         return slot->ptr;
     }
     void release_params_after_export(int u) {
-        if (stage < 3) return;
+        if (!sharded.params) return;
         vacate(*param_slots->holding(u), ctx.stream);
     }
 
@@ -305,16 +307,17 @@ class ZeroEngine : public RankState<T> {
     friend class TiedGrads<T>;
 
     // The gradient buffers (the parameters and states are RankState's).
-    void allocate(bool sums_on_host) {
+    void allocate() {
         const size_t shard = plan.shard_numel, slice = plan.largest_slice();
         const Arena D = Arena::Device;
-        if (stage == 3) param_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Params, "params_gathered");
-        if (stage < 2) {
+        if (sharded.params) param_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Params, "params_gathered");
+        if (!sharded.grads) {
             grads_full = (T*)mem.allocate(plan.full_numel * sizeof(T), MemKind::Grads, D, "grads", false);
         } else {
             grad_slots = std::make_unique<UnitSlots<T>>(plan, mem, MemKind::Grads, "grads_unit");
             landing = (T*)mem.allocate(slice * sizeof(T), MemKind::Comm, D, "reduce_scatter_landing", false);
-            if (!sums_on_host) grad_shard = (T*)mem.allocate(shard * sizeof(T), MemKind::Grads, D, "grads_shard", false);
+            if (!host || host->sums_on_device())
+                grad_shard = (T*)mem.allocate(shard * sizeof(T), MemKind::Grads, D, "grads_shard", false);
         }
     }
 
@@ -325,9 +328,9 @@ class ZeroEngine : public RankState<T> {
         const bool last = micro_step == micro_steps - 1;
         const size_t slice = plan.slice_numel(u);
         comm.unit = u;
-        if (stage == 0) {  // every rank the whole sum
+        if (!sharded.states) {  // every rank the whole sum
             comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
-        } else if (stage == 1) {  // each rank its slice's sum, in place in the full buffer
+        } else if (!sharded.grads) {  // each rank its slice's sum, in place in the full buffer
             T* mine = grads_full + plan.full_offset[u] + rank * slice;
             comm.reduce_scatter_sum(mine - rank * slice, mine, slice, dtype_of<T>::value, comm_stream);
             if (host) host->take_reduced(u, mine, true);
@@ -380,7 +383,7 @@ class ZeroEngine : public RankState<T> {
             for (size_t i = 0; i < norm_pieces.size(); i++) {
                 const ShardPiece& p = norm_pieces[i];
                 if (counted_elsewhere(p)) partials[i] = 0.0f;
-                else if (stage < 2) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
+                else if (!sharded.grads) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
                 else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
             }
             copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
@@ -427,7 +430,7 @@ class ZeroEngine : public RankState<T> {
         for (const ShardPiece& p : pieces) {
             s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
             float *w = master + p.shard_offset, *m = adam_m + p.shard_offset, *v = adam_v + p.shard_offset;
-            if (stage < 2) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, key(p));
+            if (!sharded.grads) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, key(p));
             else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, key(p));
         }
         // Whatever the comm stream does next reads what AdamW just wrote: stages 1-2
@@ -435,7 +438,7 @@ class ZeroEngine : public RankState<T> {
         // forward. Order it here by event, not by a host sync in the training loop.
         event_record(compute_done, ctx.stream);
         stream_wait(comm_stream, compute_done);
-        if (stage == 1 || stage == 2) {
+        if (sharded.states && !sharded.params) {  // (whole parameters, updated a slice per rank)
             for (int u = 0; u < plan.num_units(); u++) gather_full_params(u, comm_stream);
             event_record(comm_done, comm_stream);
         }
@@ -446,7 +449,7 @@ class ZeroEngine : public RankState<T> {
     void step_on_host(const AdamWStep& s, const OptimizerConfig& oc) {
         for (int u = 0; u < plan.num_units(); u++) {
             const T* updated = host->update_unit(u, s, oc, grad_shard);
-            if (!updated) continue;  // parameter offload: the host slices are the parameters
+            if (host->params_up == ParamsUp::Gathered) continue;  // the host slices are the parameters
             upload_unit(u, updated);
             host->uploaded(u);
         }
@@ -456,9 +459,9 @@ class ZeroEngine : public RankState<T> {
     // Unit u's new slice from host memory (`src`) up (stages 1-2: then all-gathered in place).
     void upload_unit(int u, const T* src) {
         size_t slice = plan.slice_numel(u);
-        T* dst = stage < 3 ? params_full + plan.full_offset[u] + rank * slice : params_shard + plan.shard_offset[u];
+        T* dst = sharded.params ? params_shard + plan.shard_offset[u] : params_full + plan.full_offset[u] + rank * slice;
         host->to_device(dst, src, slice, u);
-        if (stage < 3) gather_full_params(u, comm_stream);
+        if (!sharded.params) gather_full_params(u, comm_stream);
     }
 
     void finish_step() {

@@ -26,6 +26,18 @@
 // slices under this alignment.
 constexpr size_t SHARD_ALIGN = 16;
 
+// ZeRO's three choices (zero/README.md, "A worked example"), named once: a
+// stage is how many of them it makes, in this order. The engine branches on
+// the names, never on the stage's number.
+struct Sharded {
+    bool states;  // each rank keeps and updates only its slices of fp32 master, m, v (stages 1-3)
+    bool grads;   // a unit's gradient lives in a slot while backward builds it and is reduce-scattered into
+                  // the rank's gradient shard every micro-step (stages 2-3); else a whole buffer, reduced once
+    bool params;  // each rank keeps only its slices of the compute-dtype parameters, gathered into a slot
+                  // around each use (stage 3); else every parameter, all-gathered after each step (stages 1-2)
+};
+inline Sharded sharded_at(int stage) { return {stage >= 1, stage >= 2, stage >= 3}; }
+
 // One tensor inside a unit, as the model describes it.
 struct TensorSpec {
     int id;                 // the model's tensor identifier (opaque here)

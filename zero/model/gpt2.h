@@ -4,8 +4,8 @@
 // gather (stage 3), hand out gradient buffers and launch the stage's
 // collectives: acquire_params(u) / release_params(u) around each unit's
 // forward and backward, acquire_grads(u) and grads_done(u) in backward
-// (zero/README.md, "The hooks"). The training loop that drives it is
-// train_step() in train_gpt2_zero.cu.
+// (zero/README.md, "The hooks"). The step that drives it is train_step()
+// in zero/run/train_step.h.
 //
 // Tensor parallelism is explicit here: QKV and fc column-parallel, the two
 // projections row-parallel (their partial sums all-reduced, the bias added by

@@ -145,49 +145,49 @@ class OpTimer {
     double oversubscription() const { return oversubscribed; }  // emulated ranks beyond the cores: N / R
 
     double seconds(const StepOp& op) {
-        if (op.kind == "host_wait" || op.kind == "send") return 0;  // a send's cost is its receive's
+        if (op.kind == OpKind::HostWait || op.kind == OpKind::Send) return 0;  // a send's cost is its receive's
         if (op.collective()) return collective_seconds(op);
-        if (op.kind == "recv" && !pl.emulated) {  // stages are dp x tp ranks apart: another node, or the same
+        if (op.kind == OpKind::Recv && !pl.emulated) {  // stages are dp x tp ranks apart: another node, or the same
             bool across = (long)q.world * q.tp >= prof.devices_per_node;
             double bw = across ? prof.network_gbs / prof.devices_per_node : prof.link_gbs;
             return (across ? prof.network_latency_us : prof.link_latency_us) * 1e-6 + op.bytes / (bw * 1e9);
         }
-        if (op.kind == "disk_read" || op.kind == "disk_write") {
+        if (op.disk()) {
             // NVMe offload: the machine's disk at its rate, shared by the ranks on the machine (every emulated
             // rank; a node's devices), which read and write alike at once
-            const double gbs = op.kind == "disk_read" ? prof.disk_read_gbs : prof.disk_write_gbs;
+            const double gbs = op.kind == OpKind::DiskRead ? prof.disk_read_gbs : prof.disk_write_gbs;
             CHECK(gbs > 0, "%s has no disk rates (disk.read_gbs, disk.write_gbs): --calibrate with --offload_optimizer "
                   "nvme measures them on its --nvme_path", prof.path.c_str());
             const int sharing = pl.emulated ? pl.world : std::min(pl.world, prof.devices_per_node);
             return op.bytes / (gbs * 1e9) * sharing;
         }
-        if (pl.emulated) return measured(prof, "r" + std::to_string(ctx_ranks), op.key(), op.kind, op.dims) *
+        if (pl.emulated) return measured(prof, "r" + std::to_string(ctx_ranks), op.key(), op.name, op.dims) *
                                 oversubscribed;
         if (op.transfer()) return prof.pcie_latency_us * 1e-6 + op.bytes / (prof.pcie_gbs * 1e9);
-        std::string b = base_kind(op.kind);
+        std::string b = base_kind(op.name);
         if (b == "cpu_adamw") return op.dims[0] / prof.cpu_adamw_params_per_s;
-        if (b == "host_add" || b == "host_sumsq") return op_bytes(op.kind, op.dims, s) / (prof.host_gbs * 1e9);
+        if (b == "host_add" || b == "host_sumsq") return op_bytes(op.name, op.dims, s) / (prof.host_gbs * 1e9);
         // a kernel at the efficiency its kind reached elsewhere, on this device's peak or bandwidth
-        double flops = op_flops(op.kind, op.dims), eff = efficiency(op);
+        double flops = op_flops(op.name, op.dims), eff = efficiency(op);
         return prof.compute_scale * (flops > 0 ? flops / (eff * prof.peak_tflops * 1e12)
-                                               : op_bytes(op.kind, op.dims, s) / (eff * prof.hbm_gbs * 1e9));
+                                               : op_bytes(op.name, op.dims, s) / (eff * prof.hbm_gbs * 1e9));
     }
 
     // Rate over peak (FLOP/s or bytes/s) of op's kind: from a profile on the chain that states it,
     // else from the measured profile at its end, at op's shape (or interpolated by work).
     double efficiency(const StepOp& op) {
-        std::string b = base_kind(op.kind);
+        std::string b = base_kind(op.name);
         // a fused GELU is a matmul's epilogue: nothing a GPU notices, but a CPU computes a tanh per element,
         // which would misstate a GPU's matmul; it takes the plain matmul's efficiency
         if (b == "matmul_fwd_gelu" || b == "matmul_bwd_gelu") b = b.substr(0, 10);
         // a device with a published GEMM benchmark: the efficiency at this GEMM's work (a backward is two)
         if (!prof.matmul_curve.empty() && (b == "matmul_fwd" || b == "matmul_bwd"))
-            return curve_at(prof.matmul_curve, op_flops(op.kind, op.dims) / (b == "matmul_bwd" ? 2 : 1));
+            return curve_at(prof.matmul_curve, op_flops(op.name, op.dims) / (b == "matmul_bwd" ? 2 : 1));
         for (const Profile* at = &prof;; at = refs[&prof == at ? 0 : index_of(at) + 1].get()) {
             auto e = at->efficiency.find(b);
             if (e != at->efficiency.end()) return e->second;
             if (!at->measured) continue;
-            std::string kind = b + (op.kind == base_kind(op.kind) ? "" : at->dtype == "fp32" ? "_f32" : "_16");
+            std::string kind = b + (op.name == base_kind(op.name) ? "" : at->dtype == "fp32" ? "_f32" : "_16");
             double es = at->dtype == "fp32" ? 4 : 2;
             // timed alone if it was; else with k ranks at once, which shared the device: a k-th of their time
             int k = 1;
@@ -278,14 +278,14 @@ class OpTimer {
             CHECK(c != prof.collectives.end(),
                   "%s has no collectives of %d ranks in groups of %d: calibrate with the run's flags (--calibrate)",
                   prof.path.c_str(), pl.world, g);
-            std::string key = op.kind + " " + std::to_string(op.bytes);
+            std::string key = op.name + " " + std::to_string(op.bytes);
             auto e = c->second.find(key);
             if (e != c->second.end()) return e->second;
             interpolated++;
-            return interpolate(prof, c->second, prof.path + ctx + op.kind, op.kind, (double)op.bytes,
+            return interpolate(prof, c->second, prof.path + ctx + op.name, op.name, (double)op.bytes,
                                [&](const std::string& k2) -> double {
                                    size_t sp = k2.find(' ');
-                                   return k2.substr(0, sp) == op.kind ? atof(k2.c_str() + sp + 1) : -1;
+                                   return k2.substr(0, sp) == op.name ? atof(k2.c_str() + sp + 1) : -1;
                                });
         }
         int m = 1, n = 1;
@@ -295,8 +295,8 @@ class OpTimer {
             group_span(tensor, q.tp, q.world, prof.devices_per_node, m, n);
         Tier intra{prof.link_gbs * 1e9, prof.link_latency_us * 1e-6};
         Tier inter{prof.network_gbs * 1e9 / prof.devices_per_node, prof.network_latency_us * 1e-6};
-        double t = cluster_collective_seconds(op.kind, (double)op.bytes, m, n, intra, inter);
-        if (op.kind == "reduce_scatter" && op.group == "data" && q.stage == 2 && prof.reduce_scatter_bucket > 0) {
+        double t = cluster_collective_seconds(op.name, (double)op.bytes, m, n, intra, inter);
+        if (op.kind == OpKind::ReduceScatter && op.group == "data" && q.stage == 2 && prof.reduce_scatter_bucket > 0) {
             // a reduce to each of the g ranks per bucket, each a ring reduce of g - 1 steps: the same bytes,
             // g times the latency of a reduce-scatter, per bucket
             const double buckets = op.bytes / (prof.reduce_scatter_bucket * q.dtype_bytes);

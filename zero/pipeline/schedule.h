@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "zero/base/timeline.h"
+
 enum class PipelineSchedule : int { OneFOneB, GPipe };
 
 inline const char* pipeline_schedule_name(PipelineSchedule k) { return k == PipelineSchedule::GPipe ? "gpipe" : "1f1b"; }
@@ -64,41 +66,41 @@ inline int in_flight_peak(const StageSlots& slots) {
 inline double pipeline_bubble_formula(int P, int m) { return (P - 1.0) / (m + P - 1.0); }
 
 // When each slot would run, given each slot's duration (durations[s][k] for
-// slot k of stage s) and no time to move data: a slot starts once its stage
-// has finished the slot before it and its input is there. Empty if the
-// schedule cannot run (a stage would wait for something that never comes).
+// slot k of stage s) and no time to move data: each stage's slots laid out by
+// the one lay-out engine (zero/base/timeline.h) as a receive of the slot's
+// input (from the stage before for a forward, after for a backward), its work
+// and a send of its output. Empty if the schedule cannot run (a stage would
+// wait for something that never comes).
 struct SlotSpan {
     double start = 0, end = 0;
 };
 inline std::vector<std::vector<SlotSpan>> pipeline_timeline(const std::vector<StageSlots>& sched,
                                                             const std::vector<std::vector<double>>& durations) {
     const int P = (int)sched.size();
-    std::vector<std::vector<SlotSpan>> span(P);
-    // done[s][b][i]: when F (b = 0) or B (b = 1) of micro-batch i ended on stage s; < 0: not yet
-    std::vector<std::vector<std::vector<double>>> done(P);
-    int m = 0;
-    for (const StageSlots& st : sched)
-        for (const PipeSlot& x : st) m = std::max(m, x.micro + 1);
-    for (int s = 0; s < P; s++) done[s].assign(2, std::vector<double>(m, -1.0));
-    std::vector<size_t> next(P, 0);
-    std::vector<double> clock(P, 0.0);
-    for (bool progress = true; progress;) {
-        progress = false;
-        for (int s = 0; s < P; s++)
-            while (next[s] < sched[s].size()) {
-                const PipeSlot& x = sched[s][next[s]];
-                int from = x.backward ? s + 1 : s - 1;  // the stage its input comes from
-                double ready = from < 0 || from >= P ? 0.0 : done[from][x.backward][x.micro];
-                if (ready < 0) break;
-                double start = std::max(clock[s], ready), end = start + durations[s][next[s]];
-                span[s].push_back({start, end});
-                done[s][x.backward][x.micro] = clock[s] = end;
-                next[s]++;
-                progress = true;
-            }
-    }
+    std::vector<std::vector<StepOp>> ops(P);
+    std::vector<std::vector<double>> dur(P);
+    std::vector<std::vector<int>> work(P);  // each slot's op
     for (int s = 0; s < P; s++)
-        if (next[s] != sched[s].size()) return {};
+        for (size_t k = 0; k < sched[s].size(); k++) {
+            auto add = [&](OpKind kind, int peer, double d) {
+                if (peer < 0 || peer >= P) return;
+                StepOp op = step_op(kind, Lane::Compute);
+                op.peer = peer;
+                ops[s].push_back(op), dur[s].push_back(d);
+            };
+            const bool backward = sched[s][k].backward;
+            add(OpKind::Recv, backward ? s + 1 : s - 1, 0);
+            work[s].push_back((int)ops[s].size());
+            add(OpKind::Kernel, s, durations[s][k]);
+            add(OpKind::Send, backward ? s - 1 : s + 1, 0);
+        }
+    std::vector<const std::vector<StepOp>*> lists;
+    for (const std::vector<StepOp>& o : ops) lists.push_back(&o);
+    const Timeline tl = lay_out(lists, dur);
+    if (!tl.ran) return {};
+    std::vector<std::vector<SlotSpan>> span(P);
+    for (int s = 0; s < P; s++)
+        for (int i : work[s]) span[s].push_back({tl.start[s][i], tl.end[s][i]});
     return span;
 }
 

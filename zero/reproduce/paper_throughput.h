@@ -452,6 +452,25 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "1.5 times a ring's bandwidth (three quarters of a ring's, doubled for two nodes: src/init.cc, "
              "ncclTreeThreshold), so that software could only have been faster than the model's rings. From 60B "
              "on, where the groups span 4 to 16 nodes, the baseline is within a third of the paper.");
+    {  // Figure 2's first configuration at stage 3: its predicted step, as --trace writes one
+        const Figure2Model m = figure2_models()[0];
+        ClusterRun z;
+        z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 3, z.gpus = m.zero.gpus, z.tp = m.zero.mp, z.batch = m.zero.batch;
+        const TrainOptions o = options_from_flags(cluster_flags(z, z.batch));
+        const RunSetup run = make_run_setup(o);
+        const std::vector<RecordedRank> dry = dry_run(o, run);
+        Placement pl;
+        pl.emulated = false, pl.world = run.world;
+        const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), v100, pl);
+        write_predicted_trace(dir + "/stage3_trace.json", dry, s, "v100_dgx2.json");
+        rep.heading("A step of stage 3, laid out", 3);
+        rep.para("`stage3_trace.json`: the first model of Figure 2 (" + fmt("%.2gB", ParamLayout(run.cfg, 1).num_parameters() / 1e9) +
+                 ", 400 V100, B " + fmt("%.0f", z.batch) + ") at ZeRO stage 3, one rank's predicted step (" +
+                 fmt("%.3g s", s.step_s) + ") as `--trace` writes it: open it in ui.perfetto.dev or Chromium's DevTools Performance panel. "
+                 "Each unit's all-gather on the comm stream runs while the compute stream works on the unit before "
+                 "(acquire_params prefetches the next visit), the backward's reduce-scatters follow each unit's "
+                 "gradients, and the step's host work closes it.");
+    }
     rows.clear();
     Misses m3;
     write_study(dir, "paper_fig3", "Figure 3: 60B (75 x 8192, MP 16) from 64 to 400 V100 (predicted)", "GPUs",

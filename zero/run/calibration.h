@@ -1,16 +1,17 @@
 // `--calibrate FILE`: this run's operations timed where the trainer launches
 // them, into the measured profile FILE (zero/perf/profile.h), which --predict
-// then reads. The run's emulated ranks build themselves as for training, take
-// a step, then take one more with a capturing recorder (zero/base/ops.h): every
-// kernel, copy and piece of host work runs and keeps a closure that runs it
-// again. Each distinct operation is then run again alone, by as many ranks at
+// then reads. The run's emulated ranks build themselves as for training and
+// take their steps with a capturing recorder (zero/base/ops.h,
+// zero/run/dry_run.h): every kernel, copy and piece of host work runs and
+// keeps a closure that runs it again. Each distinct operation of the
+// steady-state step is then run again alone, by as many ranks at
 // once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
 // its own, the others waiting), in batches (zero/perf/calibrate.h); the
 // collectives are timed in an emulated world of the run's size and groups.
 // With NVMe offload the disk's read and write rates are measured on
 // --nvme_path with the run's request size and as many requests at once as its
-// ranks' I/O threads keep in flight (its reads and writes are not captured). Nothing here looks at
-// a step's time. Shapes already in FILE are not timed again, so one file can
+// ranks' I/O threads keep in flight (its reads and writes are not replayed).
+// Nothing here looks at a step's time. Shapes already in FILE are not timed again, so one file can
 // gather many runs' shapes.
 #pragma once
 
@@ -20,7 +21,8 @@
 #include <vector>
 
 #include "zero/perf/calibrate.h"
-#include "zero/run/train_step.h"
+#include "zero/perf/disk_rates.h"
+#include "zero/run/dry_run.h"
 
 // What the ranks of one calibration share: the distinct operations any rank
 // found (a pipeline's stages run different ones), which ranks hold each,
@@ -34,43 +36,25 @@ struct CalibrationTable {
     std::map<std::string, StepOp> copies;  // copies with no closure to replay (a read-back's vector dies), receives
 };
 
-// One rank's part (every rank of the emulated world calls it together).
+// The steady-state step's operations of a captured rank, each timed alone (see the header).
 template <typename T>
-void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table) {
+void time_captured(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table,
+                   const OpRecorder& rec, Rank<T>& r) {
     using namespace calibrate_detail;
-    set_threads(run.cpu_threads_per_rank());
-    OpRecorder rec(true);  // from the start: it learns where the rank's buffers are
-    tl_recorder = &rec;
-    Rank<T> r(o, run, world);
-    r.load_start(run, o.seed);
-    std::vector<MicroBatch> batches(run.micro_steps);
-    const size_t BT = (size_t)o.micro_batch * o.seq_len;
-    for (size_t m = 0; m < batches.size(); m++)
-        for (size_t i = 0; i < BT; i++) {
-            batches[m].inputs.push_back((int)((i * 2654435761u + m + world.rank) % run.cfg.vocab_size));
-            batches[m].targets.push_back((int)((i * 40503u + m) % run.cfg.vocab_size));
-        }
-    const long tokens = (long)BT * run.dp * run.micro_steps;
-    auto step = [&] {
-        train_step(r, batches, o.micro_batch, o.seq_len, 1e-4f, 1.0f / tokens, optimizer_config(o), 1.0f, tokens);
-    };
-    step();  // warm: first touch of the buffers, library set-up
-    rec.ops.clear(), rec.runs.clear();
-    step();
-    tl_recorder = nullptr;
-
-    std::map<std::string, size_t> mine;  // key -> its first capture
+    NotRecorded timing;
+    std::map<std::string, size_t> mine;  // key -> its first capture in the steady state
     for (size_t i = 0; i < rec.ops.size(); i++)
-        if (rec.runs[i] && !mine.count(rec.ops[i].key())) mine[rec.ops[i].key()] = i;
+        if (rec.ops[i].step == 1 && rec.runs[i] && !mine.count(rec.ops[i].key())) mine[rec.ops[i].key()] = i;
     {
         std::lock_guard<std::mutex> lock(table.mu);
         for (const StepOp& op : rec.ops) {
+            if (op.step != 1) continue;
             const std::string key = op.key();
             if (mine.count(key)) {
                 std::vector<int>& h = table.holders[key];
                 if (h.empty()) table.keys.push_back(key);
                 if (std::find(h.begin(), h.end(), world.rank) == h.end()) h.push_back(world.rank);
-            } else if (op.kind == "to_host" || op.kind == "to_device" || op.kind == "copy" || op.kind == "zero") {
+            } else if (op.transfer() || op.kind == OpKind::Copy || op.kind == OpKind::Zero) {
                 table.copies[key] = op;
             }
         }
@@ -78,8 +62,8 @@ void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int
         const MemoryQuery q = run.memory_query(o, r.stage);
         for (const TraceEntry& e : r.groups.trace) {
             if (e.op == "recv") {
-                StepOp recv;
-                recv.kind = "recv", recv.bytes = e.bytes, recv.dims = {(long)e.bytes};
+                StepOp recv = step_op(OpKind::Recv, Lane::Comm);
+                recv.bytes = e.bytes, recv.dims = {(long)e.bytes};
                 table.copies[recv.key()] = recv;
             }
             if (e.group == "host" || e.op == "send" || e.op == "recv") continue;
@@ -112,22 +96,35 @@ void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int
     for (const StepOp& op : unreplayed) {  // (the barrier that ends each replay or copy orders the next)
         const size_t bytes = op.bytes;
         const bool timer = world.rank < at_once;
-        char* x = !timer ? nullptr : (char*)(op.kind == "to_device" ? host_malloc(bytes) : device_malloc(bytes));
-        char* y = !timer ? nullptr : (char*)(op.kind == "to_host" ? host_malloc(bytes) : device_malloc(bytes));
+        char* x = !timer ? nullptr : (char*)(op.kind == OpKind::ToDevice ? host_malloc(bytes) : device_malloc(bytes));
+        char* y = !timer ? nullptr : (char*)(op.kind == OpKind::ToHost ? host_malloc(bytes) : device_malloc(bytes));
         world.barrier();  // (every rank's allocations made before any times)
         if (timer) {
             Stream s = r.ctx.stream;
-            double t = time_calls([&] { op.kind == "zero" ? device_zero(y, bytes, s) : device_copy(y, x, bytes, s); },
+            double t = time_calls([&] { op.kind == OpKind::Zero ? device_zero(y, bytes, s) : device_copy(y, x, bytes, s); },
                                   [&] { stream_sync(s); });
             std::lock_guard<std::mutex> lock(table.mu);
             table.seconds[op.key()].push_back(t);
         }
         world.barrier();
         if (timer) {
-            op.kind == "to_device" ? host_free(x) : device_free(x);
-            op.kind == "to_host" ? host_free(y) : device_free(y);
+            op.kind == OpKind::ToDevice ? host_free(x) : device_free(x);
+            op.kind == OpKind::ToHost ? host_free(y) : device_free(y);
         }
     }
+}
+
+// One rank's part (every rank of the emulated world calls it together): its
+// steps captured (zero/run/dry_run.h), then, while it still holds its
+// buffers, the steady-state step's operations timed.
+template <typename T>
+void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table) {
+    using namespace calibrate_detail;
+    set_threads(run.cpu_threads_per_rank());
+    OpRecorder rec(Recording::Capture);
+    record_rank<T>(o, run, world, rec, [&](Rank<T>& r, int step) {
+        if (step == 1) time_captured(o, run, world, at_once, table, rec, r);
+    });
 }
 
 // The whole calibration: the emulated ranks, then the collectives, merged into FILE.

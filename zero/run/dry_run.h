@@ -6,6 +6,11 @@
 // rank's memory by phase, exact, at any scale: no parameter, gradient or
 // activation byte exists and no data is read.
 //
+// Its real twin, capture_run(): the same ranks built on the emulated backend,
+// trained for real on tokens from a counter, each recording its steps as it
+// runs them (Recording::Capture). The two lists must be the same, entry by
+// entry (test perf_trace); a capture is also what --calibrate replays.
+//
 // Which ranks: the ranks of one pipeline stage hold the same bytes (equal
 // slices of equal units; a tensor rank's units are all alike) and run the
 // same operations, up to which elements their slices hold (how many pieces
@@ -18,9 +23,11 @@
 
 #include "zero/base/ops.h"
 #include "zero/comm/comm_dry.h"
+#include "zero/comm/comm_emulated.h"
 #include "zero/run/train_step.h"
 
-struct DryRank {
+// One rank's recorded steps.
+struct RecordedRank {
     int rank = 0, stage = 0;
     MemoryQuery q;               // its memory query (the predictor's, and the step-time model's)
     std::vector<StepOp> ops;     // its last two steps' operations, steps 0 and 1 (the second: the steady state)
@@ -30,38 +37,46 @@ struct DryRank {
     Trace trace;                 // the last step's collectives and host transfers
 };
 
-// One rank's dry run: as many steps as reach the steady state (two; with a
-// delayed update of W steps, W + 2: the last two both queue an update).
-template <typename T>
-DryRank dry_run_rank(const TrainOptions& o, const RunSetup& run, int rank) {
-    DryRank d;
-    d.rank = rank, d.stage = run.grid().stage(rank), d.q = run.memory_query(o, d.stage);
-    OpRecorder rec;
+// Rank `world.rank` built and trained under `rec` (installed on this thread
+// for the rank's whole life, so that it knows every buffer, stream and event)
+// for as many steps as reach the steady state: two; with a delayed update of
+// W steps, W + 2 (the last two both queue an update). Its last two steps are
+// kept, numbered 0 and 1; `after_step(r, k)` runs after step k (its ops not kept).
+template <typename T, typename AfterStep>
+RecordedRank record_rank(const TrainOptions& o, const RunSetup& run, Comm& world, OpRecorder& rec,
+                         AfterStep&& after_step) {
+    RecordedRank d;
+    d.rank = world.rank, d.stage = run.grid().stage(world.rank), d.q = run.memory_query(o, d.stage);
     OpRecorder* outer = tl_recorder;
     tl_recorder = &rec;
     {
-        DryComm world(rank, run.world);
-        Rank<T> r(o, run, world);  // no parameters loaded: there is nowhere to put them
+        Rank<T> r(o, run, world);
         std::vector<MicroBatch> batches(run.micro_steps);
-        for (MicroBatch& mb : batches) mb.inputs.assign((size_t)o.micro_batch * o.seq_len, 0), mb.targets = mb.inputs;
-        const long tokens = (long)o.micro_batch * o.seq_len * run.dp * run.micro_steps;
+        const size_t BT = (size_t)o.micro_batch * o.seq_len;
+        if (rec.capture) {  // real tokens, different on every rank and micro-step
+            r.load_start(run, o.seed);
+            for (size_t m = 0; m < batches.size(); m++)
+                for (size_t i = 0; i < BT; i++) {
+                    batches[m].inputs.push_back((int)((i * 2654435761u + m + world.rank) % run.cfg.vocab_size));
+                    batches[m].targets.push_back((int)((i * 40503u + m) % run.cfg.vocab_size));
+                }
+        } else {  // (a dry run loads nothing: there is nowhere to put it)
+            for (MicroBatch& mb : batches) mb.inputs.assign(BT, 0), mb.targets = mb.inputs;
+        }
+        const long tokens = (long)BT * run.dp * run.micro_steps;
         const int steps = run.offload_delay_steps + 2;
         size_t kept = 0;
         for (int k = 0; k < steps; k++) {
             rec.step = k - (steps - 2);
             if (rec.step == 0) kept = rec.ops.size();
-            d.live = train_step(r, batches, o.micro_batch, o.seq_len, o.learning_rate, 1.0f / tokens,
-                                optimizer_config(o), 1.0f, tokens).live;
+            d.live = train_step(r, batches, o.micro_batch, o.seq_len, rec.capture ? 1e-4f : o.learning_rate,
+                                1.0f / tokens, optimizer_config(o), 1.0f, tokens).live;
+            const size_t before = rec.ops.size();
+            after_step(r, rec.step);
+            CHECK(rec.ops.size() == before, "internal: work between recorded steps was recorded");
         }
-        if (checking_mode()) check_op_order(rec, rank);  // the list's own edges order every access
-        for (size_t i = kept; i < rec.ops.size(); i++) {  // the kept steps, numbered from 0
-            StepOp op = rec.ops[i];
-            std::vector<int> after;
-            for (int a : op.after)
-                if (a >= (int)kept) after.push_back(a - (int)kept);  // (an earlier step's op: done already)
-            op.after = after;
-            d.ops.push_back(op);
-        }
+        if (checking_mode()) check_op_order(rec, world.rank);  // the list's own edges order every access
+        d.ops = rec.ops_from(kept);
         d.reserved = r.mem.reserved_bytes();
         for (int a = 0; a < NUM_ARENAS; a++) d.peak[a] = r.mem.peak_live((Arena)a);
         d.trace = r.groups.trace;
@@ -77,13 +92,39 @@ inline std::vector<int> dry_run_ranks(const RunSetup& run) {
     return ranks;
 }
 
-inline std::vector<DryRank> dry_run(const TrainOptions& o, const RunSetup& run, std::vector<int> ranks = {}) {
+// fn.template operator()<T>() in the run's compute dtype
+template <typename Fn>
+auto in_dtype(DType dt, Fn&& fn) {
+    switch (dt) {
+        case DType::BF16: return fn(bf16{});
+        case DType::F16: return fn(f16{});
+        default: return fn(float{});
+    }
+}
+
+inline std::vector<RecordedRank> dry_run(const TrainOptions& o, const RunSetup& run, std::vector<int> ranks = {}) {
     if (ranks.empty()) ranks = dry_run_ranks(run);
-    std::vector<DryRank> out;
-    for (int rank : ranks) switch (run.dtype) {
-            case DType::F32: out.push_back(dry_run_rank<float>(o, run, rank)); break;
-            case DType::BF16: out.push_back(dry_run_rank<bf16>(o, run, rank)); break;
-            case DType::F16: out.push_back(dry_run_rank<f16>(o, run, rank)); break;
-        }
+    std::vector<RecordedRank> out;
+    for (int rank : ranks)
+        out.push_back(in_dtype(run.dtype, [&](auto t) {
+            OpRecorder rec(Recording::Dry);
+            DryComm world(rank, run.world);
+            return record_rank<decltype(t)>(o, run, world, rec, [](auto&, int) {});
+        }));
+    return out;
+}
+
+// Every rank of the run trained for real on the emulated backend, each
+// recording its steps as it runs them: the dry run's twin (see the header).
+inline std::vector<RecordedRank> capture_run(const TrainOptions& o, const RunSetup& run) {
+    std::vector<RecordedRank> out(run.world);
+    run_emulated_ranks(run.world, [&](int rank, EmulatedWorld& w) {
+        KernelCtx comm_ctx;
+        EmulatedComm world(w, rank, comm_ctx);
+        out[rank] = in_dtype(run.dtype, [&](auto t) {
+            OpRecorder rec(Recording::Capture);
+            return record_rank<decltype(t)>(o, run, world, rec, [](auto&, int) {});
+        });
+    }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
     return out;
 }

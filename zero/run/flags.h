@@ -146,6 +146,10 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag(nullptr, "--dry_run", &O::dry_run,
              "1: run one rank per pipeline stage without computing anything: each one's memory after forward, "
              "backward and the step, and at its peak, at any scale, then exit (with --predict: and the step's time)"),
+        flag(nullptr, "--trace", &O::trace,
+             "write one step's timeline to this JSON file (Trace Event format: ui.perfetto.dev or Chromium's DevTools "
+             "open it), a track per rank and lane: with --predict the predicted step of the dry run; in a run, its "
+             "first steady step as it ran"),
         flag(nullptr, "--consolidate", &O::consolidate,
              "write one fp32 model file from the sharded checkpoint in this directory, then exit"),
         flag(nullptr, "--from_hf", &O::from_hf,

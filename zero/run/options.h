@@ -66,6 +66,7 @@ struct TrainOptions {
     std::string calibrate;  // a measured profile to time this run's operations into, then exit
     std::string predict;    // a profile (zero/perf/profiles/) to predict this run's step on, then exit
     int dry_run = 0;        // 1: run the step without computing (zero/run/dry_run.h): memory by phase, then exit
+    std::string trace;      // one step's timeline, Trace Event JSON (zero/perf/trace.h): predicted, or measured
     int nodes = 1;          // --predict on a cluster profile: nodes (the world is nodes x devices per node)
     std::string consolidate;  // checkpoint to turn into one model file, then exit
     std::string from_hf;      // a Hugging Face GPT-2 folder to start from (config.json + model.safetensors)

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "zero/perf/simulate.h"
+#include "zero/perf/trace.h"
 #include "zero/run/dry_run.h"
 #include "zero/run/fit_check.h"
 #include "zero/run/run_setup.h"
@@ -31,9 +32,9 @@ inline void prepare_prediction(TrainOptions& o) {
 }
 
 // The step-time model's schedules of a dry run, one per stage.
-inline std::vector<StepSchedule> step_schedules(const std::vector<DryRank>& dry, const RunSetup& run) {
+inline std::vector<StepSchedule> step_schedules(const std::vector<RecordedRank>& dry, const RunSetup& run) {
     std::vector<StepSchedule> out;
-    for (const DryRank& d : dry)
+    for (const RecordedRank& d : dry)
         out.push_back({d.q, d.ops, (size_t)d.q.micro_batch * d.q.seq_len * run.dp * run.micro_steps});
     return out;
 }
@@ -69,9 +70,9 @@ inline Profile anchored_profile(Profile p) {
 }
 
 // Each stage's rank: its memory by phase and its peak, the predictor's beside (MiB).
-inline void print_dry_memory(const std::vector<DryRank>& dry, int stages, FILE* out) {
+inline void print_dry_memory(const std::vector<RecordedRank>& dry, int stages, FILE* out) {
     const double MiB = 1048576.0;
-    for (const DryRank& d : dry) {
+    for (const RecordedRank& d : dry) {
         MemoryPrediction pred = predict_memory(d.q, SHARD_ALIGN);
         for (int a = 0; a < NUM_ARENAS; a++) {
             const Arena arena = (Arena)a;
@@ -120,14 +121,38 @@ inline TrainOptions with_flags(const TrainOptions& o, const RunSetup& run, const
     return a;
 }
 
+// --trace with --predict: the dry run's steady step (its second), as the model lays it out.
+inline void write_predicted_trace(const std::string& path, const std::vector<RecordedRank>& dry, const StepPrediction& s,
+                                  const std::string& profile) {
+    std::vector<TracedRank> ranks;
+    for (size_t k = 0; k < dry.size(); k++) {
+        TracedRank t;
+        t.rank = dry[k].rank, t.stage = dry[k].stage;
+        t.name = "rank " + std::to_string(t.rank) + (dry.size() > 1 ? ", stage " + std::to_string(t.stage) : "") +
+                 " (standing for its stage's ranks)";
+        const std::vector<StepOp>& ops = dry[k].ops;
+        const int first = (int)(std::find_if(ops.begin(), ops.end(), [](const StepOp& op) { return op.step == 1; }) -
+                                ops.begin());
+        for (size_t i = first; i < ops.size(); i++) {
+            StepOp op = ops[i];
+            op.after.clear();  // its waits, numbered within the step (the step before's ops are done)
+            for (int a : ops[i].after)
+                if (a >= first) op.after.push_back(a - first);
+            t.ops.push_back(op), t.start.push_back(s.timeline.start[k][i]), t.end.push_back(s.timeline.end[k][i]);
+        }
+        ranks.push_back(t);
+    }
+    write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)", s.step_s);
+}
+
 inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* out) {
     const double GiB = 1073741824.0;
     HostClock clock;
-    std::vector<DryRank> dry = dry_run(o, run);
+    std::vector<RecordedRank> dry = dry_run(o, run);
     const double dry_s = clock.seconds();
     MemoryQuery q = run.memory_query(o);
     size_t ops = 0;
-    for (const DryRank& d : dry) ops += d.ops.size() / 2;
+    for (const RecordedRank& d : dry) ops += d.ops.size() / 2;
     fprintf(out, "dry run of %zu rank(s) standing for %d (one per pipeline stage; %zu operations a step, %.2f s): "
                  "%d rank(s) = %d data-parallel x %d tensor-parallel x %d pipeline stage(s), B %d, T %d, %d "
                  "micro-step(s), stage %d\n",
@@ -152,8 +177,15 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     if (!p.measured)
         fprintf(out, "  memory per rank: %.2f GiB of the device's %.0f GiB: %s\n", dev / GiB, p.memory_gib,
                 fits ? "fits" : "does NOT fit");
-    if (fits) print_step_prediction(predict_step(step_schedules(dry, run), q, p, pl), q, out);
-    if (fits) return;
+    if (fits) {
+        const StepPrediction s = predict_step(step_schedules(dry, run), q, p, pl);
+        print_step_prediction(s, q, out);
+        if (!o.trace.empty()) write_predicted_trace(o.trace, dry, s, o.predict);
+        if (!o.trace.empty())
+            fprintf(out, "  trace of the predicted step: %s (ui.perfetto.dev, or Chromium's DevTools Performance panel, opens it)\n",
+                    o.trace.c_str());
+        return;
+    }
     std::vector<FitOption> options =
         fitting_options(q, [&](const MemoryQuery& a) { double d, h; rank_need(a, d, h); return d <= p.memory_gib * GiB; });
     if (options.size() > (size_t)3 * FIT_OPTIONS_SHOWN) options.resize(3 * FIT_OPTIONS_SHOWN);  // the cheapest

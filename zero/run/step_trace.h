@@ -1,0 +1,100 @@
+// --trace FILE in a run: one step captured as it runs (zero/base/ops.h, a
+// capture with a clock: every op recorded where it was issued and timed where
+// it ran) and written as a timeline (zero/perf/trace.h). The step is the
+// run's first steady one, as the dry run's: its second (with a delayed update
+// of W steps, its (W+2)-th). The recorder is the rank's from before its first
+// allocation, so that it knows every buffer, stream and event, and lets go
+// after the step. In the traced step host tasks run on the rank's thread as
+// they are submitted, as in --calibrate's capture. Emulated ranks write one
+// file together; under a launcher each rank writes FILE_rank<r>.json.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "zero/perf/peak_flops.h"
+#include "zero/perf/trace.h"
+#include "zero/run/run_setup.h"
+
+class StepTrace {
+  public:
+    StepTrace(const TrainOptions& o, const RunSetup& run, int rank) : path(o.trace), launched(run.launch.world > 1) {
+        if (path.empty()) return;
+        clock = std::make_unique<OpClock>();
+        rec.stamps = clock.get();
+        tl_recorder = &rec;
+        me.rank = rank, me.stage = run.grid().stage(rank), me.line = rank % (run.dp * run.tp);
+        me.name = "rank " + std::to_string(rank) + (run.pp > 1 ? ", stage " + std::to_string(me.stage) : "") +
+                  (run.world > 1 ? ", data rank " + std::to_string(run.grid().dp_rank(rank)) : "") +
+                  (run.tp > 1 ? ", tensor rank " + std::to_string(run.grid().tp_rank(rank)) : "");
+        if (launched) {
+            const bool json = path.size() > 5 && path.substr(path.size() - 5) == ".json";
+            path = path.substr(0, path.size() - (json ? 5 : 0)) + "_rank" + std::to_string(rank) + (json ? ".json" : "");
+        }
+    }
+    ~StepTrace() {
+        if (tl_recorder == &rec) tl_recorder = nullptr;
+    }
+    StepTrace(const StepTrace&) = delete;
+    StepTrace& operator=(const StepTrace&) = delete;
+
+    // Before step `step` of a run that started at `start` and ends before `total`.
+    void before(int step, int start, int total, int delay_steps) {
+        traced = !path.empty() && tl_recorder == &rec && step == std::min(start + delay_steps + 1, total - 1);
+        if (traced) first = rec.ops.size(), rec.step = 1;
+    }
+    // After it, every rank together: its ops and their times kept, the recorder let go, the file written.
+    void after(Comm& world, double step_s, FILE* log) {
+        if (!traced) return;
+        tl_recorder = nullptr, traced = false;
+        me.ops = rec.ops_from(first);
+        std::vector<double> start, end;
+        for (int wait = 0;; wait++) {  // the disk's writes behind and reads ahead end after the step: waited for
+            clock->read(start, end);
+            start.resize(rec.ops.size(), NAN), end.resize(rec.ops.size(), NAN);
+            bool pending = false;
+            for (size_t i = first; i < rec.ops.size(); i++) pending = pending || (rec.ops[i].disk() && std::isnan(end[i]));
+            if (!pending || wait == 3000) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        me.start.assign(start.begin() + first, start.end()), me.end.assign(end.begin() + first, end.end());
+        rec.ops.clear(), rec.runs.clear(), rec.finishes.clear();
+        Gathered& g = gathered();
+        {
+            std::lock_guard<std::mutex> lock(g.mu);
+            g.ranks.push_back(me);
+        }
+        world.barrier();
+        if (world.rank != 0 && !launched) return;  // (emulated: rank 0 writes every rank's)
+        std::vector<TracedRank> ranks;
+        {
+            std::lock_guard<std::mutex> lock(g.mu);
+            ranks = g.ranks;
+        }
+        std::sort(ranks.begin(), ranks.end(), [](const TracedRank& a, const TracedRank& b) { return a.rank < b.rank; });
+        write_trace(path, ranks, "measured: every op as it ran (" + device_name() + ")", step_s);
+        fprintf(log, "trace of the step as it ran: %s (ui.perfetto.dev, or Chromium's DevTools Performance panel, opens it)\n", path.c_str());
+    }
+
+  private:
+    std::string path;
+    const bool launched;  // one rank per process: each writes its own
+    OpRecorder rec{Recording::Capture};
+    std::unique_ptr<OpClock> clock;
+    TracedRank me;
+    size_t first = 0;
+    bool traced = false;
+    struct Gathered {  // the process's ranks' steps
+        std::mutex mu;
+        std::vector<TracedRank> ranks;
+    };
+    static Gathered& gathered() {
+        static Gathered g;
+        return g;
+    }
+};
