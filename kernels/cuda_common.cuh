@@ -269,7 +269,8 @@ inline size_t dbias_wide_partials_max(int channels) {
 inline size_t own_kernel_workspace_bytes(size_t BT, int channels, int num_heads, int encoder_split = 0,
                                          bool wide_dbias = false) {
     const size_t C = (size_t)channels;
-    size_t enc = encoder_split > 0 ? encoder_split_workspace_bytes(BT, channels, encoder_split) : (4 * BT + 4) * sizeof(int);
+    size_t enc = encoder_split > 0 ? encoder_split_workspace_bytes(BT, channels, encoder_split)
+                                   : (4 * BT + 4) * sizeof(int);
     size_t ln = (size_t)LN_BWD_BLOCKS * 2 * C * sizeof(float);
     size_t dbias = (wide_dbias ? dbias_wide_partials_max(channels) : (size_t)DBIAS_ROW_CHUNKS * 4 * C) * sizeof(float);
     size_t ss = (size_t)SUMSQ_BLOCKS * sizeof(float);

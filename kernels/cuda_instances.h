@@ -12,8 +12,8 @@
 
 #define ZERO_ENCODER_INSTANCE(P, T)                                                                             \
     P template void encoder_forward_cuda<T>(const KernelCtx&, T*, const int*, const T*, const T*, int, int, int); \
-    P template void encoder_backward_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, const int*, int, int, int, \
-                                             int);
+    P template void encoder_backward_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, const int*, int, int,  \
+                                             int, int);
 
 #define ZERO_LAYERNORM_INSTANCE(P, T)                                                                             \
     P template void layernorm_forward_cuda<T>(const KernelCtx&, T*, float*, float*, const T*, const T*, const T*,  \

@@ -329,8 +329,9 @@ void encoder_backward_range_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T
     cudaLaunchCheck();
     if (L > 0) {
         const long long fwarps = (long long)L * cdiv(C, 32);
-        encoder_backward_split_finish_kernel<T><<<(unsigned)cdiv(fwarps * 32, (long long)block), block, 0, ctx.stream>>>(
-            dwte, partials, dev_buf + n + 3 * (size_t)R, L, C);
+        const unsigned fgrid = (unsigned)cdiv(fwarps * 32, (long long)block);
+        encoder_backward_split_finish_kernel<T>
+            <<<fgrid, block, 0, ctx.stream>>>(dwte, partials, dev_buf + n + 3 * (size_t)R, L, C);
         cudaLaunchCheck();
     }
 }

@@ -334,23 +334,12 @@ void adamw(const KernelCtx& ctx, float* master, float* m, float* v, const Tg* gr
 template <typename T>
 unsigned lay_out_pieces(std::vector<OptPiece<T>>& pieces, bool norm, const float* master, const float* m,
                         const float* v) {
-    unsigned blocks = 0;
-    for (OptPiece<T>& p : pieces) {
-        p.first_block = blocks;
 #ifdef ZERO_CUDA
-        if (norm) {
-            p.vec = aligned16(p.grad);
-            blocks += sumsq_blocks(p.n);
-        } else {
-            p.vec = aligned16(master + p.states) && aligned16(m + p.states) && aligned16(v + p.states) &&
-                    aligned_to(p.grad, 4 * sizeof(T)) && aligned_to(p.param, 4 * sizeof(T));
-            blocks += adamw_piece_blocks(p.n);
-        }
+    return lay_out_pieces_cuda(pieces, norm, master, m, v);
 #else
-        (void)norm, (void)master, (void)m, (void)v;
+    (void)pieces, (void)norm, (void)master, (void)m, (void)v;
+    return 0;
 #endif
-    }
-    return blocks;
 }
 
 // out[i] = sum of squares of piece i's gradient: what sumsq gives for it alone, bit for bit

@@ -5,7 +5,9 @@
 // n % pack, and a scalar kernel for unaligned pointers.
 #pragma once
 
-#include "kernels/cpu/adamw.h"  // OptPiece
+#include <vector>
+
+#include "kernels/adamw.cuh"     // OptPiece, adamw_piece_blocks
 #include "kernels/cpu/reduce.h"  // LOSS_TOTAL_LANES
 #include "kernels/cuda_common.cuh"
 
@@ -272,11 +274,33 @@ __global__ void __launch_bounds__(SUMSQ_THREADS)
     if (threadIdx.x == 0) out[blockIdx.x] = t;
 }
 
+// A table's first blocks for the launch it serves, the norm's (sumsq_pieces_cuda)
+// or AdamW's (adamw_pieces_cuda, whose states are at master, m, v), and
+// whether each piece's pointers allow the packed accesses; the launch's blocks.
+template <typename T>
+unsigned lay_out_pieces_cuda(std::vector<OptPiece<T>>& pieces, bool norm, const float* master, const float* m,
+                             const float* v) {
+    unsigned blocks = 0;
+    for (OptPiece<T>& p : pieces) {
+        p.first_block = blocks;
+        if (norm) {
+            p.vec = aligned16(p.grad);
+            blocks += sumsq_blocks(p.n);
+        } else {
+            p.vec = aligned16(master + p.states) && aligned16(m + p.states) && aligned16(v + p.states) &&
+                    aligned_to(p.grad, 4 * sizeof(T)) && aligned_to(p.param, 4 * sizeof(T));
+            blocks += adamw_piece_blocks(p.n);
+        }
+    }
+    return blocks;
+}
+
 template <typename T>
 void sumsq_pieces_cuda(const KernelCtx& ctx, float* out, const OptPiece<T>* pieces, int npieces, unsigned blocks) {
     if (npieces == 0) return;
     float* partials = (float*)workspace_take(ctx, (size_t)blocks * sizeof(float), "sumsq over the optimizer's pieces");
-    if (blocks > 0) sumsq_pieces_partials_kernel<T><<<blocks, SUMSQ_THREADS, 0, ctx.stream>>>(partials, pieces, npieces);
+    if (blocks > 0)
+        sumsq_pieces_partials_kernel<T><<<blocks, SUMSQ_THREADS, 0, ctx.stream>>>(partials, pieces, npieces);
     cudaLaunchCheck();
     sumsq_pieces_finish_kernel<T><<<npieces, SUMSQ_THREADS, 0, ctx.stream>>>(out, partials, pieces);
     cudaLaunchCheck();

@@ -27,7 +27,15 @@
 
 #include "zero/base/common.h"
 
-enum class Variant : unsigned { FusedOptimizer, ResidualLn, DeviceLoss, EncoderSplit, FastExpClassifier, DbiasBlocks, Count };
+enum class Variant : unsigned {
+    FusedOptimizer,
+    ResidualLn,
+    DeviceLoss,
+    EncoderSplit,
+    FastExpClassifier,
+    DbiasBlocks,
+    Count
+};
 
 inline const char* variant_name(Variant v) {
     static const char* const names[] = {"fused_optimizer", "residual_ln",         "device_loss",

@@ -376,7 +376,9 @@ class ZeroEngine : public RankState<T> {
     bool fused() {
         if (host || !variant_on(Variant::FusedOptimizer)) return false;
         if (fused_adamw.dev) return true;
-        auto grad = [&](const ShardPiece& p) { return stage < 2 ? grads_full + p.full_offset : grad_shard + p.shard_offset; };
+        auto grad = [&](const ShardPiece& p) {
+            return stage < 2 ? grads_full + p.full_offset : grad_shard + p.shard_offset;
+        };
         for (const ShardPiece& p : norm_pieces)
             fused_norm.pieces.push_back({grad(p), nullptr, 0, counted_elsewhere(p) ? 0 : p.numel, 0, 0, 0, 0});
         for (const ShardPiece& p : pieces)
