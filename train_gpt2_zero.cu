@@ -235,6 +235,7 @@ void run_world(const TrainOptions& o, const RunSetup& run) {
 
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // every line out at once, even into a file: a killed run loses none
+    variant_bits();                       // ZERO_VARIANTS checked before anything (zero/base/variants.h)
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);

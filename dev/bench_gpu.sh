@@ -44,6 +44,11 @@
 #   pipeline  the emulated dp x tp x pp grid on one GPU (--pp 2 and 4, 1F1B and
 #             GPipe, ZeRO 1-3, tp, sp) against the CPU build's losses: fp32 within
 #             1e-5, and each grid bit for bit against the GPU's own --pp 1
+#   speed     the prepared speed variants (ZERO_VARIANTS, zero/base/variants.h): dev/bench_speed.sh
+#             builds, checks the changed kernels (default and variant) against the CPU twins, times
+#             d12 B 64 and B 16 with each variant alone and all together (-z 1, then all at -z 2
+#             and 3), checks their bits, and tables ncu's time per kernel family; PEERS=1 adds the
+#             peers. Its own deadline (LIMIT, 520 s); logs and table under $OUT/speed
 #   pack      the logs under $OUT into one archive, $OUT/logs_DATE_TIME.tgz, beside summary.txt
 #
 # A machine without network access needs data/mobydick, data/gpt2_tokenizer.bin
@@ -88,6 +93,81 @@ workbench() {
 }
 tokps() { grep -m 1 "average step time" "$OUT/runs/$1.log" 2>/dev/null | sed -E 's/.*\(([0-9]+) tok\/s\).*/\1/'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.3f", a / b; else printf "?" }'; }
+# The peers at d12, T 1024, bf16, 12 steps (section peers; dev/bench_speed.sh runs
+# them too). peer_llmc_build: llm.c built with cuDNN (.carry/llm.c,
+# .carry/cudnn-frontend; cuDNN from dev/find_cudnn.sh) as its own binary, so that
+# section llmc's (no cuDNN) stays apart; sets llmc_bin (empty if it could not be
+# built), llmc_why, cudnn_lib and CUDA_DIR.
+peer_llmc_build() {
+    LLMC=.carry/llm.c
+    FE=$PWD/.carry/cudnn-frontend/include
+    CUDA_DIR=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
+    llmc_bin= llmc_why= cudnn_lib=
+    if [ ! -d "$LLMC" ]; then llmc_why="no .carry/llm.c (dev/gpu_carry.sh)"
+    elif [ ! -d "$FE" ]; then llmc_why="no .carry/cudnn-frontend/include (dev/gpu_carry.sh)"
+    elif ! found=$(sh dev/find_cudnn.sh "$CUDA_DIR"); then llmc_why="no cuDNN (dev/find_cudnn.sh found none)"
+    else
+        read -r cudnn_inc cudnn_lib cudnn_file <<<"$found"
+        echo "cuDNN: $cudnn_inc, $cudnn_lib/$cudnn_file; frontend $FE"
+        # PyTorch's wheel has only libcudnn.so.9: -lcudnn links through a symlink
+        # folder, and the binary finds the library again by its rpath
+        link=$PWD/build/cudnn_link
+        mkdir -p "$link"
+        ln -sf "$cudnn_lib/$cudnn_file" "$link/libcudnn.so"
+        # llm.c's Makefile stops unless ./cudnn-frontend/include (or ~/cudnn-frontend) exists
+        [ -e "$LLMC/cudnn-frontend" ] || ln -s ../cudnn-frontend "$LLMC/cudnn-frontend"
+        # cudnn-frontend >= 1.2x compiles its own kernels with NVRTC: -lnvrtc
+        t0=$(date +%s)
+        (cd "$LLMC" && timeout "${LLMC_BUILD_TIMEOUT:-420}" make train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1 \
+            -j"$(nproc)" CUDNN_FRONTEND_PATH="$FE" NVCC_INCLUDES="-I$FE -I$cudnn_inc" \
+            NVCC_LDLIBS="-L$link -L$cudnn_lib -Xlinker -rpath=$cudnn_lib -lnvrtc" \
+            CUDA_OUTPUT_FILE="-o train_gpt2cu_cudnn") >"$OUT/llmc_cudnn_build.log" 2>&1
+        rc=$?
+        row "llm.c USE_CUDNN=1 build" "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)"), $(($(date +%s) - t0)) s"
+        if [ $rc = 0 ] && [ -x "$LLMC/train_gpt2cu_cudnn" ]; then llmc_bin=$LLMC/train_gpt2cu_cudnn
+        else
+            tail -n 20 "$OUT/llmc_cudnn_build.log"
+            llmc_why="cuDNN build failed: $(grep -m 1 -E 'error|Error' "$OUT/llmc_cudnn_build.log" | cut -c 1-120)"
+        fi
+    fi
+}
+# peer_llmc B: llm.c with cuDNN at batch B (-v and -s above the 12 steps: section
+# llmc's `step % 0` is a SIGFPE; validation on the training shard, as ours is
+# smaller than B 64 x T 1024); sets llmc: tok/s, the mean of its last 8 steps (the
+# first build cuDNN's graphs), empty if it did not run; a row
+peer_llmc() {
+    local B=$1 rc
+    llmc= llmc_mfu=
+    if [ -z "${llmc_bin:-}" ]; then row "llm.c train_gpt2cu d12 B$B (cuDNN)" "not run: ${llmc_why:-not built}"; return; fi
+    timeout 240 env LD_LIBRARY_PATH="$cudnn_lib:$CUDA_DIR/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$llmc_bin" -e d12 -b $B -t 1024 -x 12 -v 100 -s 100 -h 0 -i data/mobydick/mobydick_train.bin \
+        -j data/mobydick/mobydick_train.bin -o "$OUT/runs/llmc_cudnn_b$B" >"$OUT/runs/llmc_cudnn_b$B.log" 2>&1
+    rc=$?
+    llmc=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 8 | sed -E 's/.*\| +([0-9]+) tok\/s.*/\1/' |
+        awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }')
+    llmc_mfu=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 1 | sed -nE 's/.*\| +([0-9.]+)% bf16 MFU.*/, MFU \1%/p')
+    if [ -n "$llmc" ]; then row "llm.c train_gpt2cu d12 B$B (cuDNN)" "$llmc tok/s$llmc_mfu"
+    else row "llm.c train_gpt2cu d12 B$B (cuDNN)" "FAILED ($rc): $(grep -m 1 -iE 'error|fault|abort' "$OUT/runs/llmc_cudnn_b$B.log" | cut -c 1-120)"; fi
+}
+# peer_torch B: dev/bench_torch_gpt2.py at batch B (compilation in the first step);
+# sets torch: the median tok/s of steps 3-12, empty if it failed; a row
+peer_torch() {
+    local B=$1 rc compile
+    timeout "${TORCH_TIMEOUT:-300}" python3 dev/bench_torch_gpt2.py -B $B -T 1024 --steps 12 \
+        -i data/mobydick/mobydick_train.bin >"$OUT/runs/torch_gpt2_b$B.log" 2>&1
+    rc=$?
+    torch=$(sed -nE 's/^torch\.compile GPT-2: median ([0-9]+) tok\/s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log" | tail -n 1)
+    compile=$(sed -nE 's/^first step ([0-9.]+) s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log")
+    if [ -n "$torch" ]; then
+        row "torch.compile GPT-2 d12 B$B" "$torch tok/s (median of 10 steps); first step ${compile:-?} s (compilation)"
+    else
+        tail -n 15 "$OUT/runs/torch_gpt2_b$B.log"
+        row "torch.compile GPT-2 d12 B$B" "FAILED ($rc): $(grep -m 1 -E 'Error|error' "$OUT/runs/torch_gpt2_b$B.log" | cut -c 1-120)"
+    fi
+}
+# sourced for the functions above (dev/bench_speed.sh): nothing runs
+[ -n "${BENCH_GPU_FUNCTIONS_ONLY:-}" ] && return 0
+
 # `plan` alone writes nothing
 [ "${*:-plan}" = plan ] || { mkdir -p "$OUT/runs"; touch "$SUMMARY"; }
 
@@ -116,6 +196,8 @@ Then run these groups in order. Each takes under 10 minutes on an H100
   group 7   bash dev/bench_gpu.sh homework scale llmc    1.5 + ~3 + 0.6
   group 8   bash dev/bench_gpu.sh nvme                   ~8: the disk, d48 on disk, the largest
                                                          with host + disk (the states need ~55 GiB free)
+  group 9   bash dev/bench_gpu.sh speed                  ~7.5: the speed variants (build 1.2, checks
+                                                         1.3, 23 timed d12 runs 3.5, ncu table 1.5)
 `bash dev/bench_gpu_group.sh N` runs group N under one time limit (LIMIT seconds,
 default 560; the preflight first where nothing is built yet), then `pack`, and
 prints the summary: $OUT/summary.txt, each group's logs in $OUT/logs_*.tgz (OUT
@@ -239,70 +321,12 @@ peers)
     section "peers: d12, T 1024, bf16: ours, llm.c with cuDNN, torch.compile GPT-2"
     need_build
     D="-i data/mobydick/mobydick_train.bin"
-    LLMC=.carry/llm.c
-    FE=$PWD/.carry/cudnn-frontend/include
-    CUDA_DIR=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")}
-    llmc_bin= llmc_why= cudnn_lib=
-    if [ ! -d "$LLMC" ]; then llmc_why="no .carry/llm.c (dev/gpu_carry.sh)"
-    elif [ ! -d "$FE" ]; then llmc_why="no .carry/cudnn-frontend/include (dev/gpu_carry.sh)"
-    elif ! found=$(sh dev/find_cudnn.sh "$CUDA_DIR"); then llmc_why="no cuDNN (dev/find_cudnn.sh found none)"
-    else
-        read -r cudnn_inc cudnn_lib cudnn_file <<<"$found"
-        echo "cuDNN: $cudnn_inc, $cudnn_lib/$cudnn_file; frontend $FE"
-        # PyTorch's wheel has only libcudnn.so.9: -lcudnn links through a symlink
-        # folder, and the binary finds the library again by its rpath
-        link=$PWD/build/cudnn_link
-        mkdir -p "$link"
-        ln -sf "$cudnn_lib/$cudnn_file" "$link/libcudnn.so"
-        # llm.c's Makefile stops unless ./cudnn-frontend/include (or ~/cudnn-frontend) exists
-        [ -e "$LLMC/cudnn-frontend" ] || ln -s ../cudnn-frontend "$LLMC/cudnn-frontend"
-        # cudnn-frontend >= 1.2x compiles its own kernels with NVRTC: -lnvrtc.
-        # A binary of its own name, so that section llmc's (no cuDNN) stays apart
-        t0=$(date +%s)
-        (cd "$LLMC" && timeout "${LLMC_BUILD_TIMEOUT:-420}" make train_gpt2cu USE_CUDNN=1 NO_MULTI_GPU=1 NO_USE_MPI=1 \
-            -j"$(nproc)" CUDNN_FRONTEND_PATH="$FE" NVCC_INCLUDES="-I$FE -I$cudnn_inc" \
-            NVCC_LDLIBS="-L$link -L$cudnn_lib -Xlinker -rpath=$cudnn_lib -lnvrtc" \
-            CUDA_OUTPUT_FILE="-o train_gpt2cu_cudnn") >"$OUT/llmc_cudnn_build.log" 2>&1
-        rc=$?
-        row "llm.c USE_CUDNN=1 build" "$([ $rc = 0 ] && echo ok || echo "FAILED ($rc)"), $(($(date +%s) - t0)) s"
-        if [ $rc = 0 ] && [ -x "$LLMC/train_gpt2cu_cudnn" ]; then llmc_bin=$LLMC/train_gpt2cu_cudnn
-        else
-            tail -n 20 "$OUT/llmc_cudnn_build.log"
-            llmc_why="cuDNN build failed: $(grep -m 1 -E 'error|Error' "$OUT/llmc_cudnn_build.log" | cut -c 1-120)"
-        fi
-    fi
+    peer_llmc_build
     for B in 16 64; do
-        # llm.c: -v and -s above the 12 steps (section llmc: `step % 0` is a
-        # SIGFPE), validation on the training shard (ours is smaller than B 64 x
-        # T 1024); tok/s: the mean of its last 8 steps (the first build cuDNN's graphs)
-        llmc=
-        if [ -n "$llmc_bin" ]; then
-            timeout 240 env LD_LIBRARY_PATH="$cudnn_lib:$CUDA_DIR/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-                "$llmc_bin" -e d12 -b $B -t 1024 -x 12 -v 100 -s 100 -h 0 -i data/mobydick/mobydick_train.bin \
-                -j data/mobydick/mobydick_train.bin -o "$OUT/runs/llmc_cudnn_b$B" >"$OUT/runs/llmc_cudnn_b$B.log" 2>&1
-            rc=$?
-            llmc=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 8 | sed -E 's/.*\| +([0-9]+) tok\/s.*/\1/' |
-                awk '{ s += $1; n++ } END { if (n) printf "%.0f", s / n }')
-            llmc_mfu=$(grep -E "^step +[0-9]+/" "$OUT/runs/llmc_cudnn_b$B.log" | tail -n 1 | sed -nE 's/.*\| +([0-9.]+)% bf16 MFU.*/, MFU \1%/p')
-            if [ -n "$llmc" ]; then row "llm.c train_gpt2cu d12 B$B (cuDNN)" "$llmc tok/s$llmc_mfu"
-            else row "llm.c train_gpt2cu d12 B$B (cuDNN)" "FAILED ($rc): $(grep -m 1 -iE 'error|fault|abort' "$OUT/runs/llmc_cudnn_b$B.log" | cut -c 1-120)"; fi
-        else
-            row "llm.c train_gpt2cu d12 B$B (cuDNN)" "not run: $llmc_why"
-        fi
+        peer_llmc $B
         # ours: the train row carries tok/s, MFU and memory
         train "peers_d12_b${B}_z1" $D -e d12 -b $B -t 1024 -z 1 -p bf16
-        # PyTorch: compilation in the first step; tok/s the median of steps 3-12
-        timeout "${TORCH_TIMEOUT:-300}" python3 dev/bench_torch_gpt2.py -B $B -T 1024 --steps 12 \
-            -i data/mobydick/mobydick_train.bin >"$OUT/runs/torch_gpt2_b$B.log" 2>&1
-        rc=$?
-        torch=$(sed -nE 's/^torch\.compile GPT-2: median ([0-9]+) tok\/s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log" | tail -n 1)
-        compile=$(sed -nE 's/^first step ([0-9.]+) s.*/\1/p' "$OUT/runs/torch_gpt2_b$B.log")
-        if [ -n "$torch" ]; then
-            row "torch.compile GPT-2 d12 B$B" "$torch tok/s (median of 10 steps); first step ${compile:-?} s (compilation)"
-        else
-            tail -n 15 "$OUT/runs/torch_gpt2_b$B.log"
-            row "torch.compile GPT-2 d12 B$B" "FAILED ($rc): $(grep -m 1 -E 'Error|error' "$OUT/runs/torch_gpt2_b$B.log" | cut -c 1-120)"
-        fi
+        peer_torch $B
         ours=$(tokps "peers_d12_b${B}_z1")
         row "d12 B$B ours / llm.c (cuDNN) tok/s" \
             "$([ -n "$llmc" ] && ratio "$ours" "$llmc" || echo "- (llm.c did not run)") (target >= 1.0)"
@@ -508,6 +532,11 @@ pipeline)
         grep -m 1 "pipeline bubble" "$OUT/runs/${name}_gpu.log" | sed 's/^/  /'
     done
     ;;
+speed)
+    section "speed: the prepared variants, each alone and all together (dev/bench_speed.sh)"
+    OUT="$OUT/speed" bash dev/bench_speed.sh
+    row "speed variants" "table: $OUT/speed/table.txt (printed above)"
+    ;;
 pack)  # the logs so far in one archive, one file to copy off the machine; the summary, the
        # preflight's log and the archives of earlier packs stay beside it
     tgz=logs_$(date +%Y%m%d_%H%M%S).tgz
@@ -517,7 +546,7 @@ pack)  # the logs so far in one archive, one file to copy off the machine; the s
         mv "$tmp" "$OUT/$tgz" && chmod 644 "$OUT/$tgz"
     return
     ;;
-*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest nvme homework interop throughput pipeline pack)" >&2; exit 2 ;;
+*) echo "unknown section '$1' (plan tests sanitize kernels d12 llmc peers memory scale offload largest nvme homework interop throughput pipeline speed pack)" >&2; exit 2 ;;
 esac
 }
 

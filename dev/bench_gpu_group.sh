@@ -3,7 +3,7 @@
 # sections under one time limit, then `pack` (the logs into one archive under
 # $OUT), and the summary printed last.
 #
-#   bash dev/bench_gpu_group.sh 1|2|3|4|5|6|7|8   [LIMIT=560] [OUT=out/gpu]
+#   bash dev/bench_gpu_group.sh 1|2|3|4|5|6|7|8|9   [LIMIT=560] [OUT=out/gpu]
 #
 # Where nothing is built yet, the preflight (build and a 3-step run) runs first,
 # inside the time limit.
@@ -21,7 +21,8 @@ case "${1:-}" in
 6) sections=(interop kernels) ;;
 7) sections=(homework scale llmc) ;;
 8) sections=(nvme) ;;
-*) echo "usage: $0 1|2|3|4|5|6|7|8 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
+9) sections=(speed) ;;
+*) echo "usage: $0 1|2|3|4|5|6|7|8|9 (dev/bench_gpu.sh plan says what each runs)" >&2; exit 2 ;;
 esac
 mkdir -p "$OUT"
 start=$(date +%s)

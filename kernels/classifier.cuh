@@ -10,13 +10,21 @@
 // pass 1 for the blocks in flight, and overwrites it in place with
 // (exp(x - lse) - [v == target]) * dloss for v < V and 0 for v >= V.
 // Padding columns are never read for the loss.
+// FAST (ZERO_VARIANTS=fast_exp_classifier): every exponential of both passes
+// with __expf, the hardware's approximation (a few ulp), instead of expf.
 #pragma once
 
 #include "kernels/cuda_common.cuh"
 
 constexpr int CLASSIFIER_THREADS = 1024;
 
-template <typename T, bool VEC>
+template <bool FAST>
+__device__ __forceinline__ float classifier_exp(float x) {
+    if constexpr (FAST) return __expf(x);
+    else return expf(x);
+}
+
+template <typename T, bool VEC, bool FAST>
 __global__ void __launch_bounds__(CLASSIFIER_THREADS)
     fused_classifier_kernel(T* logits, float* __restrict__ losses, const int* __restrict__ targets, int V, int Vp,
                             float dloss) {
@@ -44,15 +52,15 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 #pragma unroll
         for (int e = 1; e < X; e++) pm = fmaxf(pm, v[e]);
         if (pm > m) {
-            s = m == -INFINITY ? 0.0f : s * expf(m - pm);
+            s = m == -INFINITY ? 0.0f : s * classifier_exp<FAST>(m - pm);
             m = pm;
         }
 #pragma unroll
         for (int e = 0; e < X; e++)
-            if (j * X + e < V) s += expf(v[e] - m);
+            if (j * X + e < V) s += classifier_exp<FAST>(v[e] - m);
     }
     const float M = block_reduce_max(m);
-    const float S = block_reduce_sum(m == -INFINITY ? 0.0f : s * expf(m - M));
+    const float S = block_reduce_sum(m == -INFINITY ? 0.0f : s * classifier_exp<FAST>(m - M));
     const float lse = M + logf(S);
     if (threadIdx.x == 0) losses[row] = lse - target_logit;
     if (dloss == 0.0f) return;
@@ -69,13 +77,13 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
             for (int e = 0; e < X; e++) {
                 const int v = v0 + e;
                 float g = 0.0f;
-                if (v < V) g = (expf(p.get(e) - lse) - (v == target ? 1.0f : 0.0f)) * dloss;
+                if (v < V) g = (classifier_exp<FAST>(p.get(e) - lse) - (v == target ? 1.0f : 0.0f)) * dloss;
                 o.set(e, g);
             }
             store128(x + (size_t)v0, o);
         } else {
             float g = 0.0f;
-            if (j < V) g = (expf(to_float(x[j]) - lse) - (j == target ? 1.0f : 0.0f)) * dloss;
+            if (j < V) g = (classifier_exp<FAST>(to_float(x[j]) - lse) - (j == target ? 1.0f : 0.0f)) * dloss;
             x[j] = from_float<T>(g);
         }
     }
@@ -84,15 +92,12 @@ __global__ void __launch_bounds__(CLASSIFIER_THREADS)
 // logits (BT,Vp) in, dlogits out when dloss != 0; losses (BT); targets (BT) in [0, V)
 template <typename T>
 void fused_classifier_cuda(const KernelCtx& ctx, T* logits, float* losses, const int* targets, int BT, int V, int Vp,
-                           float dloss) {
+                           float dloss, bool fast_exp) {
     if (BT == 0) return;
     constexpr int X = Packed128<T>::size;
-    if (Vp % X == 0 && aligned16(logits)) {
-        fused_classifier_kernel<T, true>
-            <<<BT, CLASSIFIER_THREADS, 0, ctx.stream>>>(logits, losses, targets, V, Vp, dloss);
-    } else {
-        fused_classifier_kernel<T, false>
-            <<<BT, CLASSIFIER_THREADS, 0, ctx.stream>>>(logits, losses, targets, V, Vp, dloss);
-    }
+    const bool vec = Vp % X == 0 && aligned16(logits);
+    auto kernel = vec ? (fast_exp ? fused_classifier_kernel<T, true, true> : fused_classifier_kernel<T, true, false>)
+                      : (fast_exp ? fused_classifier_kernel<T, false, true> : fused_classifier_kernel<T, false, false>);
+    kernel<<<BT, CLASSIFIER_THREADS, 0, ctx.stream>>>(logits, losses, targets, V, Vp, dloss);
     cudaLaunchCheck();
 }

@@ -206,6 +206,20 @@ __device__ __forceinline__ float block_reduce_max(float v) {
     return warp_reduce_max(r);
 }
 
+// The entry of a table of pieces, in order of their `first_block`, that block b
+// of a launch over the table works on: the last one starting at or before b
+// (an empty piece starts where the next one does, so it is never chosen).
+template <typename Piece>
+__device__ __forceinline__ int piece_of_block(const Piece* pieces, int npieces, unsigned b) {
+    int lo = 0, hi = npieces - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (pieces[mid].first_block <= b) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 // ----------------------------------------------------------------------------
 // workspaces
 
@@ -220,18 +234,45 @@ constexpr int LN_BWD_MAX_WARPS = 8;     // layernorm backward: warps per block, 
 constexpr int DBIAS_ROW_CHUNKS = 64;    // matmul backward: dbias partial rows
 constexpr int SUMSQ_BLOCKS = 1024;      // sum of squares: partial sums
 
+// The encoder backward's split runs (kernels/encoder.cuh): at most
+// 2 BT / split + 1 pieces, since every long run has more than `split`
+// positions; the ints (positions, work items, long runs), then the pieces'
+// rows of C fp32 partial sums, 16-byte aligned.
+inline size_t encoder_split_pieces_max(size_t BT, int split) { return 2 * BT / (size_t)split + 1; }
+inline size_t encoder_split_ints(size_t BT, int split) {
+    return BT + 3 * (BT + encoder_split_pieces_max(BT, split)) + 3 * (BT / (size_t)split + 1);
+}
+inline size_t encoder_split_workspace_bytes(size_t BT, int C, int split) {
+    return round_up(encoder_split_ints(BT, split) * sizeof(int), 16) +
+           encoder_split_pieces_max(BT, split) * (size_t)C * sizeof(float);
+}
+// The wide dbias grid (kernels/matmul.cuh, dbias_row_chunks): a bias of OC
+// columns takes at most max(DBIAS_ROW_CHUNKS OC, DBIAS_TARGET_BLOCKS 256 + OC)
+// partial sums (the widest biased matmul is fc, OC = 4C).
+constexpr int DBIAS_TARGET_BLOCKS = 576;  // ~4 blocks per SM of an H100 (132) or H200
+constexpr int DBIAS_MAX_CHUNKS = 256;
+inline size_t dbias_wide_partials_max(int channels) {
+    const size_t OC = 4 * (size_t)channels, a = DBIAS_ROW_CHUNKS * OC, b = (size_t)DBIAS_TARGET_BLOCKS * 256 + OC;
+    return a > b ? a : b;
+}
+
 // Bytes of ctx.workspace our own kernels need for micro-batches of BT tokens.
 // Kernels run one after another on the rank's stream, so the largest single
 // user sets the size:
-//   encoder backward: the host-built token buckets (4*BT + 4 ints)
+//   encoder backward: the host-built token buckets (4*BT + 4 ints); with
+//     encoder_split > 0 (its split run), encoder_split_workspace_bytes
 //   layernorm backward: LN_BWD_BLOCKS x 2C fp32 partial sums
-//   matmul backward dbias: DBIAS_ROW_CHUNKS x 4C fp32 partial sums (the widest biased matmul is fc, OC = 4C)
+//   matmul backward dbias: DBIAS_ROW_CHUNKS x 4C fp32 partial sums (the widest biased matmul is fc, OC = 4C);
+//     with wide_dbias, dbias_wide_partials_max
 //   sumsq: SUMSQ_BLOCKS fp32 partial sums
-inline size_t own_kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
+// (encoder_split and wide_dbias: ZERO_VARIANTS's, zero/base/variants.h)
+inline size_t own_kernel_workspace_bytes(size_t BT, int channels, int num_heads, int encoder_split = 0,
+                                         bool wide_dbias = false) {
     const size_t C = (size_t)channels;
-    size_t enc = (4 * BT + 4) * sizeof(int);
+    size_t enc = encoder_split > 0 ? encoder_split_workspace_bytes(BT, channels, encoder_split)
+                                   : (4 * BT + 4) * sizeof(int);
     size_t ln = (size_t)LN_BWD_BLOCKS * 2 * C * sizeof(float);
-    size_t dbias = (size_t)DBIAS_ROW_CHUNKS * 4 * C * sizeof(float);
+    size_t dbias = (wide_dbias ? dbias_wide_partials_max(channels) : (size_t)DBIAS_ROW_CHUNKS * 4 * C) * sizeof(float);
     size_t ss = (size_t)SUMSQ_BLOCKS * sizeof(float);
     size_t attn = BT * (size_t)num_heads * sizeof(float);  // attention backward: D = rowsum(dout * out)
     size_t m = enc;

@@ -12,7 +12,8 @@
 
 #define ZERO_ENCODER_INSTANCE(P, T)                                                                             \
     P template void encoder_forward_cuda<T>(const KernelCtx&, T*, const int*, const T*, const T*, int, int, int); \
-    P template void encoder_backward_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, const int*, int, int, int);
+    P template void encoder_backward_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, const int*, int, int,  \
+                                             int, int);
 
 #define ZERO_LAYERNORM_INSTANCE(P, T)                                                                             \
     P template void layernorm_forward_cuda<T>(const KernelCtx&, T*, float*, float*, const T*, const T*, const T*,  \
@@ -26,7 +27,7 @@
 #define ZERO_MATMUL_INSTANCE(P, T)                                                                                \
     P template void matmul_forward_cuda<T>(const KernelCtx&, T*, const T*, const T*, const T*, int, int, int, T*); \
     P template void matmul_backward_cuda<T>(const KernelCtx&, T*, T*, T*, const T*, const T*, const T*, int, int,  \
-                                            int, const T*);                                                      \
+                                            int, const T*, bool);                                                \
     P template void gelu_forward_cuda<T>(const KernelCtx&, T*, const T*, size_t);
 
 #define ZERO_ATTENTION_INSTANCE(P, T)                                                                             \
@@ -35,13 +36,13 @@
                                                int, int, int, int);
 
 #define ZERO_CLASSIFIER_INSTANCE(P, T)                                                                            \
-    P template void fused_classifier_cuda<T>(const KernelCtx&, T*, float*, const int*, int, int, int, float);
+    P template void fused_classifier_cuda<T>(const KernelCtx&, T*, float*, const int*, int, int, int, float, bool);
 
 #define ZERO_VOCAB_PARALLEL_INSTANCE(P, T)                                                                        \
     P template void encoder_forward_vocab_cuda<T>(const KernelCtx&, T*, const int*, const T*, const T*, int, int, \
                                                   int, int, int, bool);                                          \
     P template void encoder_backward_vocab_cuda<T>(const KernelCtx&, T*, T*, const T*, const int*, int, int, int,  \
-                                                   int, int);                                                    \
+                                                   int, int, int);                                               \
     P template void vocab_parallel_local_stats_cuda<T>(const KernelCtx&, float*, float*, const T*, const int*, int, \
                                                        int, int, int);                                           \
     P template void vocab_parallel_sum_exp_cuda<T>(const KernelCtx&, float*, float*, const float*, const T*, int,  \
@@ -53,5 +54,8 @@
     P template void adamw_cuda<T, T>(const KernelCtx&, float*, float*, float*, const T*, T*, size_t,              \
                                      const AdamWStep&, size_t);                                                  \
     P template void sumsq_cuda<T>(const KernelCtx&, float*, const T*, size_t);                                    \
+    P template void adamw_pieces_cuda<T>(const KernelCtx&, const OptPiece<T>*, int, unsigned, float*, float*,       \
+                                         float*, const AdamWStep&);                                              \
+    P template void sumsq_pieces_cuda<T>(const KernelCtx&, float*, const OptPiece<T>*, int, unsigned);             \
     P template void reduce_sum_cuda<T>(const KernelCtx&, T*, const T* const*, int, size_t);                       \
     P template void accumulate_cuda<T>(const KernelCtx&, T*, const T*, size_t, bool);

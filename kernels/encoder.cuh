@@ -10,6 +10,14 @@
 // the same with the "bucket" of position t being {b*T + t : b = 0..B-1}. Both
 // are one launch; every output element has exactly one owner and a fixed
 // summation order, so the result is bitwise reproducible.
+//
+// Split runs (split > 0; ZERO_VARIANTS=encoder_split): a token's run of more
+// than `split` positions would be one warp's long serial sum, the step's tail
+// when one token is frequent. It is cut into pieces of `split` positions, each
+// a work item of its own whose sum goes to a row of fp32 partial sums in the
+// workspace; a second launch adds each long run's pieces in order and adds the
+// rounded total to the row. The pieces are fixed by the tokens, so the bits
+// are too (the CPU twin's split order, kernels/cpu/encoder.h).
 #pragma once
 
 #include <algorithm>
@@ -70,6 +78,11 @@ void encoder_forward_cuda(const KernelCtx& ctx, T* out, const int* tokens, const
 //   runs[3*R]                 (row, begin, end) per distinct token: order[begin, end) are its positions;
 //                             runs sorted by length, longest first, so that the
 //                             longest serial sums are scheduled first
+// Split, runs are work items: a run of at most `split` positions as above, or
+// one piece of a longer run with row = -1 - (its row of partial sums); then
+//   long_runs[3*L]            (row, first partial row, pieces) per long run
+//   partials[P*C]             fp32, 16-byte aligned after the ints
+// (Sizes: encoder_split_ints and encoder_split_workspace_bytes, kernels/cuda_common.cuh.)
 constexpr size_t encoder_backward_workspace_ints(size_t BT) { return 4 * BT + 4; }
 
 // One warp per work item. Items [0, R*nslices): dwte runs; items [R*nslices,
@@ -77,7 +90,7 @@ constexpr size_t encoder_backward_workspace_ints(size_t BT) { return 4 * BT + 4;
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(128)
     encoder_backward_kernel(T* dwte, T* dwpe, const T* __restrict__ dout, const int* __restrict__ order,
-                            const int* __restrict__ runs, int R, int B, int T_, int C) {
+                            const int* __restrict__ runs, int R, int B, int T_, int C, float* partials) {
     constexpr int X = VEC ? Packed128<T>::size : 1;
     const int nslices = cdiv(C, 32 * X);
     const long long item = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -116,9 +129,10 @@ __global__ void __launch_bounds__(128)
 
     T* row;
     const int r = (int)(item / nslices);
+    const int token = r < R ? runs[3 * r] : 0;
     if (r < R) {
-        const int token = runs[3 * r], begin = runs[3 * r + 1], end = runs[3 * r + 2];
-        row = dwte + (size_t)token * C + c;
+        const int begin = runs[3 * r + 1], end = runs[3 * r + 2];
+        row = dwte + (size_t)(token < 0 ? 0 : token) * C + c;
         start_from_zero();
         int i = begin;
         // four positions' loads in flight per step; they are added in order
@@ -148,6 +162,12 @@ __global__ void __launch_bounds__(128)
         for (int b = 0; b < B; b++) add_row(b * T_ + t);
     }
 
+    if (r < R && token < 0) {  // a piece of a split run: its sum to its row of partial sums
+        float* part = partials + (size_t)(-1 - token) * C + c;
+#pragma unroll
+        for (int k = 0; k < X; k++) part[k] = acc[k];
+        return;
+    }
     if (r < R) {  // dwte: the run's rounded sum added to the row
         if constexpr (VEC) {
             Packed128<T> w = load128(row);
@@ -165,6 +185,25 @@ __global__ void __launch_bounds__(128)
     } else {
         *row = from_float<T>(acc[0]);
     }
+}
+
+// Split runs, second launch: one warp per (long run, slice of C) adds the run's
+// partial rows in order from zero and adds the rounded total to the dwte row,
+// as the unsplit kernel does with its one sum.
+template <typename T>
+__global__ void __launch_bounds__(128)
+    encoder_backward_split_finish_kernel(T* dwte, const float* __restrict__ partials,
+                                         const int* __restrict__ long_runs, int L, int C) {
+    const int nslices = cdiv(C, 32);
+    const long long item = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (item >= (long long)L * nslices) return;
+    const int r = (int)(item / nslices), c = (int)(item % nslices) * 32 + threadIdx.x % 32;
+    if (c >= C) return;
+    const int token = long_runs[3 * r], first = long_runs[3 * r + 1], pieces = long_runs[3 * r + 2];
+    float acc = 0.0f;
+    for (int j = 0; j < pieces; j++) acc += partials[(size_t)(first + j) * C + c];
+    T* row = dwte + (size_t)token * C + c;
+    *row = from_float<T>(to_float(*row) + to_float(from_float<T>(acc)));
 }
 
 // Pinned host staging for the bucket description. The copy to the device is
@@ -214,11 +253,13 @@ struct EncoderStaging {
 // nothing to dwte; dwpe gets every position.
 template <typename T>
 void encoder_backward_range_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens_host, int B,
-                                 int T_, int C, int v0, int Vl) {
+                                 int T_, int C, int v0, int Vl, int split = 0) {
     const int BT = B * T_;
     if (BT == 0) return;
-    const size_t ints = encoder_backward_workspace_ints((size_t)BT);
-    int* dev_buf = (int*)workspace_take(ctx, ints * sizeof(int), "encoder_backward");
+    const size_t ints = split > 0 ? encoder_split_ints((size_t)BT, split) : encoder_backward_workspace_ints((size_t)BT);
+    const size_t bytes = split > 0 ? encoder_split_workspace_bytes((size_t)BT, C, split) : ints * sizeof(int);
+    int* dev_buf = (int*)workspace_take(ctx, bytes, "encoder_backward");
+    float* partials = split > 0 ? (float*)((char*)dev_buf + round_up(ints * sizeof(int), 16)) : nullptr;
 
     // bucket positions by token on the host: sort (row, position) keys
     std::vector<uint64_t> keys;
@@ -239,20 +280,36 @@ void encoder_backward_range_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T
         if (runs.empty() || runs.back().token != tok) runs.push_back({tok, i, i});
         runs.back().end = i + 1;
     }
+    std::vector<Run> long_runs;  // split: (row, first partial row, pieces) in Run's three ints
+    if (split > 0) {  // each long run becomes its pieces, a work item each
+        std::vector<Run> items;
+        int parts = 0;
+        for (const Run& r : runs) {
+            if (r.end - r.begin <= split) {
+                items.push_back(r);
+                continue;
+            }
+            long_runs.push_back({r.token, parts, 0});
+            for (int i = r.begin; i < r.end; i += split, parts++, long_runs.back().end++)
+                items.push_back({-1 - parts, i, std::min(r.end, i + split)});
+        }
+        runs.swap(items);
+    }
     std::stable_sort(runs.begin(), runs.end(),
                      [](const Run& a, const Run& b) { return a.end - a.begin > b.end - b.begin; });
-    const int R = (int)runs.size();
+    const int R = (int)runs.size(), L = (int)long_runs.size();
 
     thread_local EncoderStaging staging;
     int* h = staging.acquire(ints);
     for (int i = 0; i < n; i++) h[i] = (int)(uint32_t)keys[i];
     int* h_runs = h + n;
-    for (int r = 0; r < R; r++) {
-        h_runs[3 * r] = runs[r].token;
-        h_runs[3 * r + 1] = runs[r].begin;
-        h_runs[3 * r + 2] = runs[r].end;
+    for (int r = 0; r < R + L; r++) {
+        const Run& x = r < R ? runs[r] : long_runs[r - R];
+        h_runs[3 * r] = x.token;
+        h_runs[3 * r + 1] = x.begin;
+        h_runs[3 * r + 2] = x.end;
     }
-    const size_t used = (size_t)n + 3 * (size_t)R;
+    const size_t used = (size_t)n + 3 * (size_t)(R + L);
     if (used > 0) cudaCheck(cudaMemcpyAsync(dev_buf, h, used * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
     cudaCheck(cudaEventRecord(staging.copied, ctx.stream));
 
@@ -264,17 +321,24 @@ void encoder_backward_range_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T
     const unsigned grid = (unsigned)cdiv(warps * 32, (long long)block);
     if (vec) {
         encoder_backward_kernel<T, true>
-            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C);
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C, partials);
     } else {
         encoder_backward_kernel<T, false>
-            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C);
+            <<<grid, block, 0, ctx.stream>>>(dwte, dwpe, dout, dev_buf, dev_buf + n, R, B, T_, C, partials);
     }
     cudaLaunchCheck();
+    if (L > 0) {
+        const long long fwarps = (long long)L * cdiv(C, 32);
+        const unsigned fgrid = (unsigned)cdiv(fwarps * 32, (long long)block);
+        encoder_backward_split_finish_kernel<T>
+            <<<fgrid, block, 0, ctx.stream>>>(dwte, partials, dev_buf + n + 3 * (size_t)R, L, C);
+        cudaLaunchCheck();
+    }
 }
 
 template <typename T>
 void encoder_backward_cuda(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout, const int* tokens,
-                           const int* tokens_host, int B, int T_, int C) {
+                           const int* tokens_host, int B, int T_, int C, int split) {
     (void)tokens;  // the device copy is not needed: the buckets are built from tokens_host
-    encoder_backward_range_cuda(ctx, dwte, dwpe, dout, tokens_host, B, T_, C, 0, -1);
+    encoder_backward_range_cuda(ctx, dwte, dwpe, dout, tokens_host, B, T_, C, 0, -1, split);
 }

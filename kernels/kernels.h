@@ -13,6 +13,7 @@
 #pragma once
 
 #include "zero/base/backend.h"
+#include "zero/base/variants.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
@@ -49,16 +50,27 @@ ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 #endif
 
 // kind: the op's name, typed by a compute dtype of dtype_bytes (0: untyped:
-// "matmul_fwd" and 2 -> "matmul_fwd_16"); dims: its shape.
-template <typename Run>
-void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
-            std::initializer_list<Access> acc, Run&& run) {
+// "matmul_fwd" and 2 -> "matmul_fwd_16"); dims: its shape; acc: a braced list
+// of accesses, or a vector where their number depends on the data.
+template <typename Accesses, typename Run>
+void launch_with(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
+                 const Accesses& acc, Run&& run) {
     check_on(ctx.stream, kind, acc);
     if (!tl_recorder) return run();
     StepOp op = step_op(OpKind::Kernel, stream_lane(ctx.stream),
                         std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16"));
-    op.dims = dims, op.acc = acc;
+    op.dims = dims, op.acc.assign(acc.begin(), acc.end());
     perform(op, ctx.stream, run, [s = ctx.stream] { stream_sync(s); });  // a capture runs it again, finished on its stream
+}
+template <typename Run>
+void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
+            std::initializer_list<Access> acc, Run&& run) {
+    launch_with(ctx, kind, dtype_bytes, dims, acc, std::forward<Run>(run));
+}
+template <typename Run>
+void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
+            const std::vector<Access>& acc, Run&& run) {
+    launch_with(ctx, kind, dtype_bytes, dims, acc, std::forward<Run>(run));
 }
 
 // out = wte[tokens] + wpe[position]
@@ -74,17 +86,22 @@ void encoder_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* toke
            });
 }
 
+// The encoder backward's longest run of a token's positions summed alone (0:
+// any; ZERO_VARIANTS=encoder_split cuts longer ones, kernels/cpu/encoder.h).
+inline int encoder_split_run() { return variant_on(Variant::EncoderSplit) ? ENCODER_SPLIT_RUN : 0; }
+
 // dwte, dwpe accumulate. tokens_host is the same batch on the host (the CUDA
 // kernel buckets positions by token there, for a deterministic sum).
 template <typename T>
 void encoder_backward(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout /* (B,T,C) */, const int* tokens,
                       const int* tokens_host, int B, int T_, int C, int Vp) {
+    const int split = encoder_split_run();
     launch(ctx, "encoder_bwd", sizeof(T), {B, T_, C, Vp},
            {writes(dwte, (size_t)Vp * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C),
             reads(tokens, (size_t)B * T_)},
            [=] {
-               ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C),
-                             encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C));
+               ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C, split),
+                             encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C, 0, INT_MAX, split));
            });
     (void)tokens;
 }
@@ -165,7 +182,8 @@ void matmul_backward(const KernelCtx& ctx, T* dinp /* (BT,C) */, T* dweight /* (
             reads(dout, (size_t)BT * OC), reads(inp, (size_t)BT * C), reads(weight, (size_t)OC * C),
             reads(gelu_pre, (size_t)BT * C)},
            [=] {
-               ZERO_DISPATCH(matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre),
+               ZERO_DISPATCH(matmul_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre,
+                                                  variant_on(Variant::DbiasBlocks)),
                              matmul_backward_cpu(dinp, dweight, dbias, dout, inp, weight, BT, C, OC, gelu_pre));
            });
 }
@@ -208,7 +226,8 @@ void fused_classifier(const KernelCtx& ctx, T* logits /* (BT,Vp) */, float* loss
                       const int* targets /* (BT) */, int BT, int V, int Vp, float dloss) {
     launch(ctx, "classifier", sizeof(T), {BT, Vp},
            {writes(logits, (size_t)BT * Vp), writes(losses, (size_t)BT), reads(targets, (size_t)BT)}, [=] {
-               ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss),
+               ZERO_DISPATCH(fused_classifier_cuda(ctx, logits, losses, targets, BT, V, Vp, dloss,
+                                                   variant_on(Variant::FastExpClassifier)),
                              fused_classifier_cpu(logits, losses, targets, BT, V, Vp, dloss));
            });
 }
@@ -236,10 +255,12 @@ void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int
 template <typename T>
 void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T* dwpe /* (maxT,C) */,
                             const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0, int Vl) {
+    const int split = encoder_split_run();
     launch(ctx, "encoder_bwd_vocab", sizeof(T), {B, T_, C, Vl},
            {writes(dwte_local, (size_t)Vl * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C)}, [=] {
-               ZERO_DISPATCH(encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl),
-                             encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl));
+               ZERO_DISPATCH(
+                   encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split),
+                   encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split));
            });
     (void)ctx;
 }
@@ -300,6 +321,62 @@ void adamw(const KernelCtx& ctx, float* master, float* m, float* v, const Tg* gr
            });
 }
 
+// --- the optimizer's pieces in one launch each (ZERO_VARIANTS=fused_optimizer)
+// A table of OptPiece (kernels/cpu/adamw.h), on the device at `dev` and the
+// same on the host (`pieces`: the checks' and the dry run's view of it).
+
+// Sets each piece's first block of the launch the table serves, the norm's or
+// AdamW's (whose states are at master, m, v), and whether its pointers allow
+// the packed accesses; the launch's blocks (0 on the CPU, whose twins walk the table).
+template <typename T>
+unsigned lay_out_pieces(std::vector<OptPiece<T>>& pieces, bool norm, const float* master, const float* m,
+                        const float* v) {
+#ifdef ZERO_CUDA
+    return lay_out_pieces_cuda(pieces, norm, master, m, v);
+#else
+    (void)pieces, (void)norm, (void)master, (void)m, (void)v;
+    return 0;
+#endif
+}
+
+// out[i] = sum of squares of piece i's gradient: what sumsq gives for it alone, bit for bit
+template <typename T>
+void sumsq_pieces(const KernelCtx& ctx, float* out /* (pieces) */, const OptPiece<T>* dev,
+                  const std::vector<OptPiece<T>>& pieces, unsigned blocks) {
+    const int np = (int)pieces.size();
+    std::vector<Access> acc = {writes(out, np), reads(dev, np)};
+    size_t n = 0;
+    for (const OptPiece<T>& p : pieces) acc.push_back(reads(p.grad, p.n)), n += p.n;
+    launch(ctx, "sumsq_fused", sizeof(T), {(long)n, np}, acc, [=] {
+        ZERO_DISPATCH(sumsq_pieces_cuda(ctx, out, dev, np, blocks), sumsq_pieces_cpu(out, dev, np));
+    });
+}
+
+// AdamW over every piece: what adamw gives piece by piece (s.weight_decay where a piece's decay is set)
+template <typename T>
+void adamw_pieces(const KernelCtx& ctx, const OptPiece<T>* dev, const std::vector<OptPiece<T>>& pieces, unsigned blocks,
+                  float* master, float* m, float* v, const AdamWStep& s) {
+    const int np = (int)pieces.size();
+    std::vector<Access> acc = {reads(dev, np)};
+    size_t n = 0;
+    for (const OptPiece<T>& p : pieces) {
+        acc.insert(acc.end(), {writes(master + p.states, p.n), writes(m + p.states, p.n), writes(v + p.states, p.n),
+                               reads(p.grad, p.n), writes(p.param, p.n)});
+        n += p.n;
+    }
+    launch(ctx, "adamw_fused", sizeof(T), {(long)n, np}, acc, [=] {
+        ZERO_DISPATCH(adamw_pieces_cuda(ctx, dev, np, blocks, master, m, v, s),
+                      adamw_pieces_cpu(dev, np, master, m, v, s));
+    });
+}
+
+// out[0] = the sum of x (n floats) in double, in a fixed tree
+// (ZERO_VARIANTS=device_loss; kernels/cpu/reduce.h). out may be x's first 8 bytes.
+inline void loss_total(const KernelCtx& ctx, double* out, const float* x, size_t n) {
+    launch(ctx, "loss_total", 0, {(long)n}, {reads(x, n), writes(out, 1)},
+           [=] { ZERO_DISPATCH(loss_total_cuda(ctx, out, x, n), *out = loss_total_cpu(x, n)); });
+}
+
 // out[0] = sum of squares of x (fp32 partial sums); a non-finite result means
 // the piece holds an inf or NaN. `out` is device memory.
 template <typename T>
@@ -344,7 +421,8 @@ void cast(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
 // Bytes of kernel workspace for micro-batches of BT tokens (0 on the CPU build).
 inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
 #ifdef ZERO_CUDA
-    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, channels, num_heads);
+    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, channels, num_heads, encoder_split_run(),
+                                                                 variant_on(Variant::DbiasBlocks));
 #else
     (void)BT, (void)channels, (void)num_heads;
     return 0;
@@ -359,7 +437,7 @@ inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channel
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
     ctx.lt_workspace =
         mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
-    ctx.workspace_bytes = own_kernel_workspace_bytes(BT, channels, num_heads);
+    ctx.workspace_bytes = kernel_workspace_bytes(BT, channels, num_heads) - CUBLASLT_WORKSPACE_BYTES;
     ctx.workspace = mem.allocate(ctx.workspace_bytes, MemKind::Scratch, Arena::Device, "kernel_workspace", false);
 #else
     (void)mem, (void)BT, (void)channels, (void)num_heads;

@@ -219,7 +219,21 @@ void lt_matmul_or_fail(const KernelCtx& ctx, T* d, const T* a, const T* b, int m
 // the chunk's rows round-robin, each summing its rows in order; the warps'
 // sums are added in warp order into partials (chunks, OC). Pass 2:
 // finish_column_partials adds the chunks in order into dbias.
+// wide (ZERO_VARIANTS=dbias_blocks): DBIAS_ROW_CHUNKS row chunks give a 768-wide
+// bf16 bias 3 x 64 = 192 blocks, under two per SM of an H100; wide takes as
+// many chunks as bring the grid to DBIAS_TARGET_BLOCKS (at most
+// DBIAS_MAX_CHUNKS, at least DBIAS_ROW_CHUNKS). The chunks are a function of
+// the shape alone, so the bits are fixed, though not the default's.
 constexpr int DBIAS_WARPS = 8;
+
+inline int dbias_row_chunks(int BT, int column_blocks, bool wide) {
+    int chunks = DBIAS_ROW_CHUNKS;
+    if (wide) {
+        chunks = cdiv(DBIAS_TARGET_BLOCKS, column_blocks);
+        chunks = chunks < DBIAS_ROW_CHUNKS ? DBIAS_ROW_CHUNKS : chunks > DBIAS_MAX_CHUNKS ? DBIAS_MAX_CHUNKS : chunks;
+    }
+    return BT < chunks ? BT : chunks;
+}
 
 template <typename T, bool VEC>
 __global__ void __launch_bounds__(DBIAS_WARPS * 32)
@@ -261,13 +275,14 @@ __global__ void __launch_bounds__(DBIAS_WARPS * 32)
 }
 
 template <typename T>
-void dbias_accumulate_cuda(const KernelCtx& ctx, T* dbias, const T* dout, int BT, int OC) {
+void dbias_accumulate_cuda(const KernelCtx& ctx, T* dbias, const T* dout, int BT, int OC, bool wide = false) {
     if (BT == 0 || OC == 0) return;
-    const int chunks = BT < DBIAS_ROW_CHUNKS ? BT : DBIAS_ROW_CHUNKS;
+    constexpr int X = Packed128<T>::size;
+    const bool vec = OC % X == 0 && aligned16(dout);
+    const int chunks = dbias_row_chunks(BT, cdiv(OC, 32 * (vec ? X : 1)), wide);
     const int rows_per_chunk = cdiv(BT, chunks);
     float* partials = (float*)workspace_take(ctx, (size_t)chunks * OC * sizeof(float), "matmul_backward dbias");
-    constexpr int X = Packed128<T>::size;
-    if (OC % X == 0 && aligned16(dout)) {
+    if (vec) {
         dim3 grid(cdiv(OC, 32 * X), chunks);
         dbias_partials_kernel<T, true><<<grid, DBIAS_WARPS * 32, 0, ctx.stream>>>(partials, dout, BT, OC, rows_per_chunk);
     } else {
@@ -301,9 +316,10 @@ void matmul_forward_cuda(const KernelCtx& ctx, T* out, const T* inp, const T* we
 
 // dinp (BT,C) = dout (BT,OC) @ weight (OC,C)  [* gelu'(gelu_pre (BT,C))]   (overwritten)
 // dweight (OC,C) += dout^T @ inp (BT,C);  dbias (OC) += column sums of dout
+// (wide_dbias: dbias_accumulate_cuda's wide grid)
 template <typename T>
 void matmul_backward_cuda(const KernelCtx& ctx, T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                          const T* weight, int BT, int C, int OC, const T* gelu_pre) {
+                          const T* weight, int BT, int C, int OC, const T* gelu_pre, bool wide_dbias) {
     if (BT == 0) return;
     bool done = false;
     if (gelu_pre && lt_gelu_fusion_enabled<T>())
@@ -316,5 +332,5 @@ void matmul_backward_cuda(const KernelCtx& ctx, T* dinp, T* dweight, T* dbias, c
     }
     lt_matmul_or_fail(ctx, dweight, inp, dout, C, OC, BT, false, true, C, OC, C, 1.0f, CUBLASLT_EPILOGUE_DEFAULT,
                       (const T*)nullptr);
-    if (dbias) dbias_accumulate_cuda(ctx, dbias, dout, BT, OC);
+    if (dbias) dbias_accumulate_cuda(ctx, dbias, dout, BT, OC, wide_dbias);
 }

@@ -71,10 +71,11 @@ void encoder_forward_vocab_cuda(const KernelCtx& ctx, T* out, const int* tokens,
 }
 
 // dwte_local (Vl,C) += rows of the tokens in [v0, v0+Vl); dwpe (maxT,C) += every position's
+// (split: the encoder backward's split runs, kernels/encoder.cuh)
 template <typename T>
 void encoder_backward_vocab_cuda(const KernelCtx& ctx, T* dwte_local, T* dwpe, const T* dout, const int* tokens_host,
-                                 int B, int T_, int C, int v0, int Vl) {
-    encoder_backward_range_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl);
+                                 int B, int T_, int C, int v0, int Vl, int split) {
+    encoder_backward_range_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split);
 }
 
 // ----------------------------------------------------------------------------

@@ -14,3 +14,6 @@ zero_test(NAME run_log SOURCES test_run_log.cpp ARGS ${CPU_TRAINER} LABELS cpu)
 # the final line's format, and that 2 steps train (test_bench_torch_gpt2.sh).
 zero_script_test(NAME bench_torch_gpt2 COMMAND sh "${REPO_ROOT}/test/test_bench_torch_gpt2.sh" "${REPO_ROOT}"
                  LABELS cpu)
+# dev/bench_speed.sh (the prepared speed variants' GPU script) against a stand-in trainer: its table's
+# ratios and bit checks, flags where a variant moves the bits or is not on; dev/kernel_table.py's parsing
+zero_script_test(NAME bench_speed COMMAND sh "${REPO_ROOT}/test/test_bench_speed.sh" "${REPO_ROOT}" LABELS cpu)

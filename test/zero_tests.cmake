@@ -30,3 +30,6 @@ zero_test(NAME tensor_parallel SOURCES test_tensor_parallel.cpp)
 zero_test(NAME tp_trainer SOURCES test_tp_trainer.cpp ARGS ${CPU_TRAINER})
 # Checkpoints of a t x d grid resumed on another grid (t, d and stage), through the full tensors.
 zero_test(NAME tp_checkpoint SOURCES test_tp_checkpoint.cpp ARGS ${CPU_TRAINER})
+# The prepared speed variants (ZERO_VARIANTS): the one-launch optimizer and the fused residual layernorm
+# bit for bit through the trainer, the loss summed on the device, the encoder backward's split runs
+zero_test(NAME variants SOURCES test_variants.cpp ARGS ${CPU_TRAINER})

@@ -170,15 +170,16 @@ struct Bench {
 
 // A kernel context like create_kernel_ctx's, with the workspace sized by
 // own_kernel_workspace_bytes for micro-batches of BT tokens of width C (so the
-// sizing formula is exercised too).
+// sizing formula is exercised too), with the variants' needs where asked
+// (encoder_split: its split run; wide_dbias: dbias_blocks's grid).
 struct BenchCtx {
     KernelCtx ctx;
-    BenchCtx(size_t BT, int C) {
+    BenchCtx(size_t BT, int C, int encoder_split = 0, bool wide_dbias = false) {
         ctx.stream = stream_create(Lane::Compute);
         cublasCheck(cublasLtCreate(&ctx.lt));
         ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
         cudaCheck(cudaMalloc(&ctx.lt_workspace, ctx.lt_workspace_bytes));
-        ctx.workspace_bytes = own_kernel_workspace_bytes(BT, C, GPT2Config{}.num_heads);
+        ctx.workspace_bytes = own_kernel_workspace_bytes(BT, C, GPT2Config{}.num_heads, encoder_split, wide_dbias);
         cudaCheck(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
     }
     ~BenchCtx() {

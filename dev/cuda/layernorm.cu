@@ -48,8 +48,21 @@ void test_layernorm(Bench& b, int N, int C, bool timed) {
     residual_layernorm_forward_cuda(ctx, d_res.ptr, d_out.ptr, d_mean.ptr, d_rstd.ptr, d_inp.ptr, d_inp2.ptr, d_w.ptr,
                                     d_b.ptr, N, C);
     check_exact(b, "residual_layernorm_forward residual " + tag, d_res.download(), ref_res);
-    check_close(b, "residual_layernorm_forward out " + tag, d_out.download(), ref_out2);
-    check_close(b, "residual_layernorm_forward rstd " + tag, d_rstd.download(), ref_rstd2);
+    std::vector<T> fused_out = d_out.download();
+    std::vector<float> fused_mean = d_mean.download(), fused_rstd = d_rstd.download();
+    check_close(b, "residual_layernorm_forward out " + tag, fused_out, ref_out2);
+    check_close(b, "residual_layernorm_forward rstd " + tag, fused_rstd, ref_rstd2);
+    // ZERO_VARIANTS=residual_ln moves every block's last residual add into the next
+    // layernorm: the fused kernel must give what the add, then the layernorm, give
+    {
+        DevBuf<T> d_sum(NC), d_out3(NC);
+        DevBuf<float> d_mean3(N), d_rstd3(N);
+        residual_forward_cuda(ctx, d_sum.ptr, d_inp.ptr, d_inp2.ptr, NC);
+        layernorm_forward_cuda(ctx, d_out3.ptr, d_mean3.ptr, d_rstd3.ptr, d_sum.ptr, d_w.ptr, d_b.ptr, N, C);
+        check_exact(b, "residual_layernorm_forward out = add, then layernorm " + tag, fused_out, d_out3.download());
+        check_exact(b, "residual_layernorm_forward mean = add, then layernorm " + tag, fused_mean, d_mean3.download());
+        check_exact(b, "residual_layernorm_forward rstd = add, then layernorm " + tag, fused_rstd, d_rstd3.download());
+    }
 
     // residual add
     residual_forward_cuda(ctx, d_out.ptr, d_inp.ptr, d_inp2.ptr, NC);

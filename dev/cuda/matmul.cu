@@ -9,6 +9,10 @@
 // sqrt(K) * 2^-24 times the typical partial-sum size, so the bound is
 // 1e-5 * max(1, sqrt(K / 768)): 1e-5 for K = 768, 2e-5 for K = 3072 and
 // 3.3e-5 for the weight gradients (K = BT = 8192). bf16/fp16: 1e-2 (relative L2).
+// dbias's wide grid (ZERO_VARIANTS=dbias_blocks: more row chunks, so that a
+// 768-wide bias fills the GPU) is held to the same tolerance, rerun bit for
+// bit, and timed beside the default grid; its workspace is sized by the
+// formula with the variant's needs (a default-sized one would refuse it).
 #include "dev/cuda/common.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matmul.cuh"
@@ -22,8 +26,8 @@ template <typename T>
 void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bias, bool gelu_fwd, bool gelu_bwd,
                  bool timed) {
     std::string tag = shape_str("[%s] %s BT=%d C=%d OC=%d", tname<T>(), name, BT, C, OC);
-    BenchCtx bc(BT, 768);
-    const KernelCtx& ctx = bc;
+    BenchCtx bc(BT, 768), wide_bc(BT, 768, 0, true);
+    const KernelCtx &ctx = bc, &wide = wide_bc;
     const size_t nin = (size_t)BT * C, nout = (size_t)BT * OC, nw = (size_t)OC * C;
     // scaled like a trained layer's values, so GELU sees a spread of inputs
     std::vector<T> inp = rand_vec<T>(nin, 41);
@@ -50,7 +54,7 @@ void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bi
     matmul_backward_cpu(ref_dinp.data(), ref_dw.data(), with_bias ? ref_db.data() : nullptr, dout.data(), inp.data(),
                         w.data(), BT, C, OC, gelu_bwd ? pre_in.data() : nullptr);
     matmul_backward_cuda(ctx, d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_dout.ptr, d_inp.ptr, d_w.ptr, BT,
-                         C, OC, gelu_bwd ? d_prein.ptr : nullptr);
+                         C, OC, gelu_bwd ? d_prein.ptr : nullptr, false);
     check_close(b, std::string("matmul_backward dinp") + (gelu_bwd ? " (x gelu')" : "") + " " + tag,
                 d_dinp.download(), ref_dinp, ktol(OC));
     std::vector<T> g_dw = d_dw.download();
@@ -61,6 +65,14 @@ void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bi
         d_db.upload(db0);
         dbias_accumulate_cuda(ctx, d_db.ptr, d_dout.ptr, BT, OC);
         check_exact(b, "matmul_backward dbias rerun identical " + tag, d_db.download(), g_db);
+        // the wide grid: another fixed order of the same sums
+        d_db.upload(db0);
+        dbias_accumulate_cuda(wide, d_db.ptr, d_dout.ptr, BT, OC, true);
+        std::vector<T> w_db = d_db.download();
+        check_close(b, "dbias, wide grid (accumulated) " + tag, w_db, ref_db, ktol(BT));
+        d_db.upload(db0);
+        dbias_accumulate_cuda(wide, d_db.ptr, d_dout.ptr, BT, OC, true);
+        check_exact(b, "dbias, wide grid, rerun identical " + tag, d_db.download(), w_db);
     }
 
     if (timed && !b.check_only) {
@@ -71,13 +83,15 @@ void test_matmul(Bench& b, const char* name, int BT, int C, int OC, bool with_bi
         printf("  %-58s %8.3f ms  %7.1f TFLOP/s\n", ("matmul_forward " + tag).c_str(), ms, flops / (ms * 1e-3) / 1e12);
         ms = b.time_ms(ctx.stream, [&] {
             matmul_backward_cuda(ctx, d_dinp.ptr, d_dw.ptr, with_bias ? d_db.ptr : nullptr, d_dout.ptr, d_inp.ptr,
-                                 d_w.ptr, BT, C, OC, gelu_bwd ? d_prein.ptr : nullptr);
+                                 d_w.ptr, BT, C, OC, gelu_bwd ? d_prein.ptr : nullptr, false);
         });
         printf("  %-58s %8.3f ms  %7.1f TFLOP/s\n", ("matmul_backward " + tag).c_str(), ms,
                2 * flops / (ms * 1e-3) / 1e12);
         if (with_bias) {
             ms = b.time_ms(ctx.stream, [&] { dbias_accumulate_cuda(ctx, d_db.ptr, d_dout.ptr, BT, OC); });
             print_bw("  of which dbias " + tag, ms, (double)nout * sizeof(T));
+            ms = b.time_ms(wide.stream, [&] { dbias_accumulate_cuda(wide, d_db.ptr, d_dout.ptr, BT, OC, true); });
+            print_bw("  dbias, wide grid " + tag, ms, (double)nout * sizeof(T));
         }
     }
 }

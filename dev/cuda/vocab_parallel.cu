@@ -25,11 +25,13 @@
 // ----------------------------------------------------------------------------
 // embedding
 
+// split: the encoder backward's split runs (ZERO_VARIANTS=encoder_split), 0 for the default
 template <typename T>
-void test_embedding(Bench& b, int B, int T_, int C, int V, int Vp, int t, bool timed) {
-    std::string tag = shape_str("[%s] t=%d B=%d T=%d C=%d", tname<T>(), t, B, T_, C);
+void test_embedding(Bench& b, int B, int T_, int C, int V, int Vp, int t, bool timed, int split = 0) {
+    std::string tag = shape_str("[%s] t=%d B=%d T=%d C=%d%s", tname<T>(), t, B, T_, C,
+                                split ? shape_str(", split %d", split).c_str() : "");
     const int BT = B * T_, maxT = T_ + 5, Vl = Vp / t;
-    BenchCtx bc(BT, C);
+    BenchCtx bc(BT, C, split);
     const KernelCtx& ctx = bc;
     std::vector<int> tokens = rand_ints(BT, 61, 0, V), tokens2 = rand_ints(BT, 62, 0, V);
     for (int i = 0; i < BT; i += 7) tokens[i] = V - 1;  // a common token (the last rank's)
@@ -50,11 +52,13 @@ void test_embedding(Bench& b, int B, int T_, int C, int V, int Vp, int t, bool t
         std::vector<T> dwte0 = rand_vec<T>((size_t)Vl * C, 70 + p, -0.1f, 0.1f);
         std::vector<T> dwpe0 = rand_vec<T>((size_t)maxT * C, 75, -0.1f, 0.1f);
         std::vector<T> ref_dwte = dwte0, ref_dwpe = dwpe0;
-        encoder_backward_vocab_cpu(ref_dwte.data(), ref_dwpe.data(), dout.data(), tokens.data(), B, T_, C, v0, Vl);
-        encoder_backward_vocab_cpu(ref_dwte.data(), ref_dwpe.data(), dout2.data(), tokens2.data(), B, T_, C, v0, Vl);
+        encoder_backward_vocab_cpu(ref_dwte.data(), ref_dwpe.data(), dout.data(), tokens.data(), B, T_, C, v0, Vl,
+                                   split);
+        encoder_backward_vocab_cpu(ref_dwte.data(), ref_dwpe.data(), dout2.data(), tokens2.data(), B, T_, C, v0, Vl,
+                                   split);
         DevBuf<T> d_dwte(dwte0), d_dwpe(dwpe0);
-        encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout.ptr, tokens.data(), B, T_, C, v0, Vl);
-        encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout2.ptr, tokens2.data(), B, T_, C, v0, Vl);
+        encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout.ptr, tokens.data(), B, T_, C, v0, Vl, split);
+        encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout2.ptr, tokens2.data(), B, T_, C, v0, Vl, split);
         check_exact(b, "encoder_backward_vocab dwte (2 calls)" + rt, d_dwte.download(), ref_dwte);
         check_exact(b, "encoder_backward_vocab dwpe (2 calls)" + rt, d_dwpe.download(), ref_dwpe);
 
@@ -64,7 +68,8 @@ void test_embedding(Bench& b, int B, int T_, int C, int V, int Vp, int t, bool t
             });
             print_bw("encoder_forward_vocab" + rt, ms, 3.0 * BT * C * sizeof(T));
             ms = b.time_ms(ctx.stream, [&] {
-                encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout.ptr, tokens.data(), B, T_, C, v0, Vl);
+                encoder_backward_vocab_cuda(ctx, d_dwte.ptr, d_dwpe.ptr, d_dout.ptr, tokens.data(), B, T_, C, v0, Vl,
+                                            split);
             });
             print_bw("encoder_backward_vocab (incl. host bucketing)" + rt, ms, 2.0 * BT * C * sizeof(T));
         }
@@ -234,6 +239,11 @@ int main(int argc, char** argv) {
         }
         test_cross_entropy<float>(b, 37, 999, 1004, t, false);
         test_cross_entropy<bf16>(b, 37, 999, 1004, t, false);
+        // ZERO_VARIANTS=encoder_split: the common token (every 7th position, the last
+        // rank's) in pieces: 585 positions at GPT-2's shape, 16 of 111 at the small one
+        if (!quick) test_embedding<bf16>(b, 4, 1024, 768, 50257, 50304, t, false, ENCODER_SPLIT_RUN);
+        test_embedding<float>(b, 3, 37, 200, 1000, 1024, t, false, 4);
+        test_embedding<bf16>(b, 3, 37, 100, 1000, 1024, t, false, 4);
     }
     return b.finish();
 }

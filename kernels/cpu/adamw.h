@@ -39,6 +39,24 @@ HD float adamw_update(float& master, float& m, float& v, float g, const AdamWSte
     return master;
 }
 
+// One piece of a rank's optimizer step when the norm and AdamW take one
+// launch each over a table of pieces (ZERO_VARIANTS=fused_optimizer,
+// zero/base/variants.h): where the piece's gradient and compute-dtype copy
+// are, where its master, m and v start, its rounding key and weight decay, and
+// its first block in the table's launch (blocks before it: the pieces before
+// it). The per-element code is the per-piece path's, so the bits are too.
+template <typename T>
+struct OptPiece {
+    const T* grad;         // (n)
+    T* param;              // (n), or null
+    size_t states;         // master, m and v of its element i at states + i
+    size_t n;              // 0: nothing to do (a piece another rank counts in the norm)
+    size_t key;            // the rounding key of its element 0 (its place in the whole model's buffer)
+    int decay;             // 1: the step's weight decay applies
+    int vec;               // every pointer aligned for the packed accesses (CUDA)
+    unsigned first_block;  // CUDA: its first block of the launch
+};
+
 // param may be null (stage 3 writes its copy elsewhere, or none is wanted).
 template <typename Tg, typename Tp>
 void adamw_cpu(float* master, float* m, float* v, const Tg* grad, Tp* param, size_t n, const AdamWStep& s,
@@ -47,5 +65,17 @@ void adamw_cpu(float* master, float* m, float* v, const Tg* grad, Tp* param, siz
     for (size_t i = 0; i < n; i++) {
         float p = adamw_update(master[i], m[i], v[i], to_float(grad[i]) * s.grad_scale, s);
         if (param) param[i] = round_param<Tp>(p, s.rounding_seed, full_offset + i);
+    }
+}
+
+// Every piece of a table (OptPiece) as adamw_cpu does it alone; s.weight_decay
+// where a piece's `decay` is set, 0 elsewhere.
+template <typename T>
+void adamw_pieces_cpu(const OptPiece<T>* pieces, int np, float* master, float* m, float* v, AdamWStep s) {
+    const float decay = s.weight_decay;
+    for (int i = 0; i < np; i++) {
+        const OptPiece<T>& p = pieces[i];
+        s.weight_decay = p.decay ? decay : 0.0f;
+        adamw_cpu(master + p.states, m + p.states, v + p.states, p.grad, p.param, p.n, s, p.key);
     }
 }

@@ -35,11 +35,18 @@ void encoder_forward_cpu(T* out,             // (B, T, C)
 // (rounded again): the encoder's gradient is a tensor of its own added to the
 // LM head's (which shares wte), as it is when the two sit on different pipeline
 // stages and meet in an all-reduce (zero/engine/zero_engine.h). No atomics.
+//
+// split > 0 (ZERO_VARIANTS=encoder_split; the CUDA kernel's split runs): a
+// token's run of more than `split` positions is cut into pieces of `split`
+// (the last shorter), each summed from zero in order, and the pieces' sums are
+// added in order; runs of at most `split` positions sum as without. Another
+// order than the default, so other bits, fixed by the tokens alone.
+constexpr int ENCODER_SPLIT_RUN = 256;  // positions a CUDA warp sums alone, at most, when split
 template <typename T>
 void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp or Vl, C), (maxT, C): accumulated into
                           const T* dout,       // (B, T, C)
                           const int* tokens,   // (B, T)
-                          int B, int T_, int C, int v0 = 0, int Vl = INT_MAX) {
+                          int B, int T_, int C, int v0 = 0, int Vl = INT_MAX, int split = 0) {
     int BT = B * T_;
     // the positions of the tokens in range, sorted by token, stable so each
     // token's positions stay in (b,t) order
@@ -56,14 +63,27 @@ void encoder_backward_cpu(T* dwte, T* dwpe,    // (Vp or Vl, C), (maxT, C): accu
 
 #pragma omp parallel
     {
-        std::vector<float> acc(C);
+        std::vector<float> acc(C), part(C);
+        // positions [i, end) of `order` summed from zero, in order, into `into`
+        auto sum_run = [&](std::vector<float>& into, int i, int end) {
+            for (int c = 0; c < C; c++) into[c] = 0.0f;
+            for (; i < end; i++) {
+                const T* d = dout + (size_t)order[i] * C;
+                for (int c = 0; c < C; c++) into[c] += to_float(d[c]);
+            }
+        };
 #pragma omp for schedule(static)
         for (int r = 0; r < runs; r++) {
             T* row = dwte + (size_t)(tokens[order[run_start[r]]] - v0) * C;
-            for (int c = 0; c < C; c++) acc[c] = 0.0f;
-            for (int i = run_start[r]; i < run_start[r + 1]; i++) {
-                const T* d = dout + (size_t)order[i] * C;
-                for (int c = 0; c < C; c++) acc[c] += to_float(d[c]);
+            const int begin = run_start[r], end = run_start[r + 1];
+            if (split <= 0 || end - begin <= split) {
+                sum_run(acc, begin, end);
+            } else {
+                for (int c = 0; c < C; c++) acc[c] = 0.0f;
+                for (int i = begin; i < end; i += split) {
+                    sum_run(part, i, std::min(end, i + split));
+                    for (int c = 0; c < C; c++) acc[c] += part[c];
+                }
             }
             for (int c = 0; c < C; c++) row[c] = from_float<T>(to_float(row[c]) + to_float(from_float<T>(acc[c])));
         }

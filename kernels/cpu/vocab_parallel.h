@@ -131,6 +131,6 @@ template <typename T>
 void encoder_backward_vocab_cpu(T* dwte_local, T* dwpe,  // (Vl, C), (maxT, C): accumulated into
                                 const T* dout,      // (B, T, C)
                                 const int* tokens,  // (B, T)
-                                int B, int T_, int C, int v0, int Vl) {
-    encoder_backward_cpu(dwte_local, dwpe, dout, tokens, B, T_, C, v0, Vl);
+                                int B, int T_, int C, int v0, int Vl, int split = 0) {
+    encoder_backward_cpu(dwte_local, dwpe, dout, tokens, B, T_, C, v0, Vl, split);
 }

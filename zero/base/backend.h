@@ -119,6 +119,7 @@ inline void host_free(void* p) {
 
 // checking mode is the CPU build's (zero/base/stream_check.h): nothing to check here
 inline void check_on(Stream, const char*, std::initializer_list<Access>) {}
+inline void check_on(Stream, const char*, const std::vector<Access>&) {}
 
 #else
 // The CPU build: a stream is just a name for "in order, now", with its lane
@@ -181,10 +182,14 @@ inline void* host_malloc(size_t bytes) { return aligned_malloc_or_fail(bytes, "h
 inline void host_free(void* p) { free(p); }
 
 // an operation on stream s (the thread's own work when s is null)
-inline void check_on(Stream s, const char* what, std::initializer_list<Access> acc) {
+template <typename Accesses>
+void check_on_all(Stream s, const char* what, const Accesses& acc) {
     if (stream_agent(s) >= 0) tl_checker->issue(s->agent, what, acc);
-    else check_host(what, acc);
+    else if (tl_checker) tl_checker->host(what, acc);
 }
+inline void check_on(Stream s, const char* what, std::initializer_list<Access> acc) { check_on_all(s, what, acc); }
+// (a vector where the number of accesses depends on the data: a launch over a table of pieces)
+inline void check_on(Stream s, const char* what, const std::vector<Access>& acc) { check_on_all(s, what, acc); }
 #endif
 
 // A copy (src null: a memset) as an op of the step (zero/base/ops.h): "zero",

@@ -91,17 +91,21 @@ class StreamChecker {
 
     // An operation the thread issues onto `stream` (a kernel, a copy, a
     // collective): it comes after everything the thread did before.
-    void issue(int stream, const char* what, std::initializer_list<Access> acc) {
+    template <typename Accesses>  // a braced list, or a vector where their number depends on the data
+    void issue(int stream, const char* what, const Accesses& acc) {
         join(stream, clocks[current()]);
         tick(stream);
         check(stream, what, acc);
     }
+    void issue(int stream, const char* what, std::initializer_list<Access> acc) { issue<>(stream, what, acc); }
     // Work of the thread itself (or of a host-task worker inside its task).
-    void host(const char* what, std::initializer_list<Access> acc) {
+    template <typename Accesses>
+    void host(const char* what, const Accesses& acc) {
         int a = current();
         tick(a);
         check(a, what, acc);
     }
+    void host(const char* what, std::initializer_list<Access> acc) { host<>(what, acc); }
     // Events: a record takes the stream's clock; a stream waits by joining it;
     // the thread synchronises by joining it.
     Clock record(int stream) {

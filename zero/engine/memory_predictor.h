@@ -34,7 +34,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/cpu/adamw.h"
 #include "zero/base/memory.h"
+#include "zero/base/variants.h"
 #include "zero/engine/disk_states.h"
 #include "zero/layout/param_layout.h"
 #include "zero/layout/shard_plan.h"
@@ -206,6 +208,9 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     double scratch = backward_scratch +
                      (off_opt && !grads_down_in_step ? 0 : plan.pieces_of_rank(0).size() * 4.0)  // norm partial sums
                      + (double)q.kernel_workspace_bytes;
+    if (!off_opt && variant_on(Variant::FusedOptimizer))  // the norm's and AdamW's tables of pieces (zero_engine.h)
+        scratch += (double)sizeof(OptPiece<float>) * (plan.pieces_of_rank(0).size() +
+                                                      (q.stage == 0 ? plan.pieces_full() : plan.pieces_of_rank(0)).size());
 
     auto set = [&](MemCounts& m, Arena a, MemKind k, double bytes) { m.at(a, k) = (size_t)bytes; };
     set(p.reserved, D, MemKind::Params, params_resident + param_extra);

@@ -367,6 +367,35 @@ class ZeroEngine : public RankState<T> {
                (layout.head_copy() && p.unit == layout.embed_unit());
     }
 
+    // ZERO_VARIANTS=fused_optimizer (zero/base/variants.h), without optimizer
+    // offload: the norm's pieces (this rank's slices, a piece counted
+    // elsewhere empty) and AdamW's as tables on the device, made at the first
+    // step, one launch each over them; the same bits as piece by piece.
+    struct PieceTable {
+        std::vector<OptPiece<T>> pieces;
+        OptPiece<T>* dev = nullptr;
+        unsigned blocks = 0;
+    } fused_norm, fused_adamw;
+    bool fused() {
+        if (host || !variant_on(Variant::FusedOptimizer)) return false;
+        if (fused_adamw.dev) return true;
+        auto grad = [&](const ShardPiece& p) {
+            return sharded.grads ? grad_shard + p.shard_offset : grads_full + p.full_offset;
+        };
+        for (const ShardPiece& p : norm_pieces)
+            fused_norm.pieces.push_back({grad(p), nullptr, 0, counted_elsewhere(p) ? 0 : p.numel, 0, 0, 0, 0});
+        for (const ShardPiece& p : pieces)
+            fused_adamw.pieces.push_back(
+                {grad(p), own_params(p), p.shard_offset, p.numel, key(p), tensor_has_weight_decay(p.tensor_id), 0, 0});
+        for (PieceTable* t : {&fused_norm, &fused_adamw}) {
+            t->blocks = lay_out_pieces(t->pieces, t == &fused_norm, master, adam_m, adam_v);
+            const size_t bytes = t->pieces.size() * sizeof(OptPiece<T>);
+            t->dev = (OptPiece<T>*)mem.allocate(bytes, MemKind::Scratch, Arena::Device, "optimizer_pieces", false);
+            State::copy_to_device(t->dev, t->pieces.data(), bytes);
+        }
+        return true;
+    }
+
     // The global gradient norm's square (scaled by the loss scale): sums of squares over
     // the slices this rank owns, in every stage (stage 0 too), so the norm has
     // the same bits whatever the stage; from the host's partial sums with
@@ -379,6 +408,9 @@ class ZeroEngine : public RankState<T> {
         std::vector<float> partials(norm_pieces.size());
         if (host && host->grads_on_host()) {
             partials = host->norm_partials(clock);
+        } else if (fused()) {  // every piece in two launches (the pieces counted elsewhere have n = 0)
+            sumsq_pieces(ctx, norm_partials, fused_norm.dev, fused_norm.pieces, fused_norm.blocks);
+            copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         } else {
             for (size_t i = 0; i < norm_pieces.size(); i++) {
                 const ShardPiece& p = norm_pieces[i];
@@ -427,6 +459,10 @@ class ZeroEngine : public RankState<T> {
     }
 
     void step_on_device(AdamWStep s, const OptimizerConfig& oc) {
+        if (fused()) {  // every piece in one launch
+            s.weight_decay = oc.weight_decay;
+            adamw_pieces(ctx, fused_adamw.dev, fused_adamw.pieces, fused_adamw.blocks, master, adam_m, adam_v, s);
+        } else
         for (const ShardPiece& p : pieces) {
             s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
             float *w = master + p.shard_offset, *m = adam_m + p.shard_offset, *v = adam_v + p.shard_offset;

@@ -172,13 +172,23 @@ struct GPT2 {
 
     // One transformer block: x (B,T,C) -> residual3 (B,T,C). Cl = C/t channels
     // and NHl = NH/t heads are this rank's (all of them without tensor parallelism).
-    void layer_forward(int l, const LayerTensors<const T>& p) {
+    // fused (ZERO_VARIANTS=residual_ln, in a forward pass, not a recomputation):
+    // the block leaves its last residual add, residual2 + branch, to be fused
+    // into the layernorm that reads its output next: the next block's ln1 (here,
+    // for l > 0: x written as the last block's residual3 while it is normalised),
+    // the final layernorm (head_forward), or none (a stage's last block not the
+    // model's: forward() adds it alone). residual3 is written once either way.
+    void layer_forward(int l, const LayerTensors<const T>& p, bool fused = false) {
         int C = cfg.channels, Cl = acts.Cl, NHl = acts.NHl;
         LayerActs<T> a = acts.layer(l, BT());
-        const T* x = acts.layer_input(l, BT());  // (R,C): this rank's rows (all BT without sp)
+        T* x = acts.layer_input(l, BT());  // (R,C): this rank's rows (all BT without sp)
         T* branch = acts.branch;
         size_t mine = row0() * C;  // where this rank's rows sit in a whole (BT,C) buffer
-        layernorm_forward(ctx, a.ln1 + mine, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, (int)R(), C);
+        if (fused && l > 0)
+            residual_layernorm_forward(ctx, x, a.ln1 + mine, a.ln1_mean, a.ln1_rstd, acts.layer(l - 1, BT()).residual2,
+                                       branch + mine, p.ln1w, p.ln1b, (int)R(), C);
+        else
+            layernorm_forward(ctx, a.ln1 + mine, a.ln1_mean, a.ln1_rstd, x, p.ln1w, p.ln1b, (int)R(), C);
         tp_gather(a.ln1);                                                                      // (B,T,C)
         matmul_forward(ctx, a.qkv, a.ln1, p.qkvw, p.qkvb, BT(), C, 3 * Cl, (T*)nullptr);      // (B,T,3Cl)
         attention_forward(ctx, a.atty, a.att_lse, a.qkv, B, T_, Cl, NHl);                     // (B,T,Cl)
@@ -192,7 +202,7 @@ struct GPT2 {
         matmul_forward(ctx, branch, a.fch_gelu, p.fcprojw, row_parallel_bias(p.fcprojb), BT(), 4 * Cl, C,
                        (T*)nullptr);                                                           // (B,T,C)
         tp_reduce(branch);
-        residual_forward(ctx, a.residual3, a.residual2, branch + mine, R() * C);
+        if (!fused) residual_forward(ctx, a.residual3, a.residual2, branch + mine, R() * C);
     }
 
     // Backward of one block. acts.dresidual holds dL/d(residual3) on entry and
@@ -237,17 +247,28 @@ struct GPT2 {
         acts.set_saved_live(true);
         zero.begin_pass(true, training && !pipelined);
         if (first) embed_forward();
+        // ZERO_VARIANTS=residual_ln: a block's output is written when the next
+        // layernorm reads it, so it is kept for backward one block later
+        const bool fused = variant_on(Variant::ResidualLn);
+        auto keep_output = [&](int l) {
+            if (!training) return;
+            note_output_transfer("to_host", layout.layer_unit(l0 + l));
+            acts.save_layer_output(l, BT(), ctx.stream);
+        };
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l0 + l);
             at_unit(u);
-            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)));
-            if (training) {
-                note_output_transfer("to_host", u);
-                acts.save_layer_output(l, BT(), ctx.stream);
-            }
+            layer_forward(l, layer_tensors(layout, zero.acquire_params(u)), fused);
+            if (!fused) keep_output(l);
+            else if (l > 0) keep_output(l - 1);
             zero.release_params(u);
         }
-        if (last) head_forward(targets, dloss);
+        if (fused && !last) {  // the stage's output, sent on: no layernorm here to fuse its add into
+            LayerActs<T> a = acts.layer(L - 1, BT());
+            residual_forward(ctx, a.residual3, a.residual2, acts.branch + row0() * cfg.channels, R() * cfg.channels);
+        }
+        if (last) head_forward(targets, dloss, fused);
+        if (fused) keep_output(L - 1);
         // an evaluation pass keeps its activations live: the caller reads its
         // losses or logits from them (the next training backward lets them go)
         if (!training) zero.end_pass();
@@ -273,14 +294,20 @@ struct GPT2 {
 
     // The last stage's end: final layernorm, LM head, loss (and its gradient in
     // place of the logits when training). Without a pipeline, unit 0 stays held
-    // for the head's backward.
-    void head_forward(const int* targets, float dloss) {
+    // for the head's backward. fused: the last block's residual add is fused
+    // into the final layernorm (layer_forward).
+    void head_forward(const int* targets, float dloss, bool fused = false) {
         int C = cfg.channels, L = acts.L;
         float* lnf_mean = acts.lnf_stats;
         at_unit(layout.final_unit());
         FinalTensors<const T> fin = final_tensors(layout, zero.acquire_params(layout.final_unit()));
-        layernorm_forward(ctx, acts.lnf + row0() * C, lnf_mean, lnf_mean + R(), acts.layer(L - 1, BT()).residual3,
-                          fin.lnfw, fin.lnfb, (int)R(), C);
+        LayerActs<T> a = acts.layer(L - 1, BT());
+        if (fused)
+            residual_layernorm_forward(ctx, a.residual3, acts.lnf + row0() * C, lnf_mean, lnf_mean + R(), a.residual2,
+                                       acts.branch + row0() * C, fin.lnfw, fin.lnfb, (int)R(), C);
+        else
+            layernorm_forward(ctx, acts.lnf + row0() * C, lnf_mean, lnf_mean + R(), a.residual3, fin.lnfw, fin.lnfb,
+                              (int)R(), C);
         zero.release_params(layout.final_unit());
         tp_gather(acts.lnf);  // (B,T,C)
 
@@ -306,8 +333,17 @@ struct GPT2 {
         add_loss_sums(ctx, acts.loss_sums, (const float*)acts.losses, BT(), first_micro_step);
     }
     // The sum of acts.loss_sums (the step's, which it then lets go), or of the
-    // last forward's losses, read back.
+    // last forward's losses, read back. ZERO_VARIANTS=device_loss: the step's
+    // sum on the device, in a fixed tree of doubles, into loss_sums' first 8
+    // bytes (consumed), and 8 bytes read back instead of B*T floats.
     double read_loss_sum(bool accumulated) {
+        if (accumulated && BT() >= 2 && variant_on(Variant::DeviceLoss)) {
+            double sum = 0.0;
+            loss_total(ctx, (double*)acts.loss_sums, acts.loss_sums, BT());
+            zero.copy_to_host(&sum, acts.loss_sums, sizeof(double));
+            acts.mem.set_live(acts.loss_sums, false);
+            return sum;
+        }
         std::vector<float> losses(BT());
         zero.copy_to_host(losses.data(), accumulated ? acts.loss_sums : acts.losses, BT() * sizeof(float));
         if (accumulated) acts.mem.set_live(acts.loss_sums, false);

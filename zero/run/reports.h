@@ -14,6 +14,7 @@
 
 #include "zero/base/common.h"
 #include "zero/base/memory.h"
+#include "zero/base/variants.h"
 #include "zero/comm/comm.h"
 #include "zero/run/groups.h"
 #include "zero/engine/memory_predictor.h"
@@ -157,6 +158,7 @@ inline void print_run_header(const TrainOptions& o, const RunSetup& run, int tot
     std::string accum = offload_grad_accum_text(o, run), delay = offload_delay_text(run);
     if (!accum.empty()) printf("%s\n", accum.c_str());
     if (!delay.empty()) printf("%s\n", delay.c_str());
+    if (!variants_text().empty()) printf("variants on (ZERO_VARIANTS): %s\n", variants_text().c_str());
 }
 
 // MFU's denominator: the matmul peak of the devices in use (emulated ranks
