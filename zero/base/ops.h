@@ -69,7 +69,7 @@ struct StepOp {
     uint64_t bytes = 0;      // collectives, sends, receives, copies: the whole buffer's bytes
     std::vector<long> dims;  // its shape (the cost table's key); n elements or bytes for the simple ones
     int peer = -1;           // a send's or a receive's other rank in its group (a pipeline's: the stage)
-    int unit = -1;           // the unit it serves, where one does (collectives, host transfers)
+    int unit = -1;           // the unit it serves (-1: none), as the engine and the model said (at_unit)
     int step = 0;            // which of the recorded steps
     std::vector<int> after;  // earlier ops it waits for, beyond those before it on its lane
     std::vector<Access> acc; // what it reads and writes (checking mode holds the edges to them)
@@ -132,6 +132,7 @@ class OpRecorder {
     int step = 0;               // the step being recorded
     Lane host_lane = Lane::Host;  // where host work runs now: the rank's thread, or a task's worker
     int task_after = -1;        // the op a host task's first op waits for (its event)
+    int unit = -1;              // the unit the ops recorded now serve (at_unit)
     OpStamps* stamps = nullptr;  // a capture's clock, if it keeps one
 
     // Runs op i's work `fn`, stamped if the capture keeps a clock.
@@ -145,7 +146,7 @@ class OpRecorder {
     // Records op (in a capture, beside how to run it again and wait for it); returns its index.
     int add(StepOp op, std::function<void()> run = nullptr, std::function<void()> finish = nullptr) {
         if (capture) runs.push_back(std::move(run)), finishes.push_back(std::move(finish));
-        op.step = step;
+        op.step = step, op.unit = unit;
         if (op.lane == Lane::Host || op.lane == Lane::Worker || op.lane == Lane::Update) {
             if (op.lane != Lane::Host && task_after >= 0) op.after.push_back(task_after), task_after = -1;
         } else {
@@ -276,6 +277,12 @@ inline thread_local OpRecorder* tl_recorder = nullptr;
 inline OpRecorder* dry_recorder() {
     OpRecorder* r = tl_recorder;
     return r && !r->capture ? r : nullptr;
+}
+
+// The unit the ops recorded from here on serve (the engine's hooks and the
+// model say it; a trace shows it): the labels of a recording, nothing else.
+inline void at_unit(int u) {
+    if (OpRecorder* r = tl_recorder) r->unit = u;
 }
 
 // Work that is not the step's own (the emulated backend's copies inside a

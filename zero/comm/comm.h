@@ -52,43 +52,26 @@ struct CommStats {
     }
 };
 
-// A rank's step as it happened: every collective, on whichever group, and
-// every host transfer of the engine and the activations, in the order they
-// were issued, with the whole buffer's bytes (count x element size: a
-// reduce-scatter's input, an all-gather's output) and the unit they serve.
-// The step-time model lists the same (zero/perf/, test perf_trace); the
-// trainer writes it with --mem_report 1 -o DIR (comm_trace_rank<r>.csv).
-struct TraceEntry {
-    std::string op;     // all_reduce, reduce_scatter, all_gather, broadcast, scalar, send, recv; to_host, to_device
-    std::string group;  // data, tensor, pipe, tied, world; host for a transfer
-    uint64_t bytes = 0;
-    int unit = -1;      // -1: no unit (scalars)
-};
-using Trace = std::vector<TraceEntry>;
-
 class Comm {
   public:
     Comm(int rank_, int world_) : rank(rank_), world(world_) {}
     virtual ~Comm() = default;
     const int rank, world;
     CommStats stats;
-    // tracing (off while trace is null): the group's name in it, and the unit
-    // the next collectives serve (set by the engine and the model)
-    Trace* trace = nullptr;
-    std::string group_name = "world";
-    int unit = -1;
-    // a host transfer of `bytes` for unit u, into the same trace
-    void note_transfer(const char* op, uint64_t bytes, int u) {
-        if (trace) trace->push_back({op, "host", bytes, u});
-    }
+    std::string group_name = "world";  // its recorded ops' group
 
     virtual const char* backend_name() const = 0;
 
     // Each call below is an op of the step (zero/base/ops.h): checked in
-    // checking mode, recorded when the thread records, counted and traced,
-    // and run by the backend (run_*) unless this is a dry run's group. One
-    // rank alone runs nothing that moves no byte: its reduction is its own
-    // buffer, a gather its own slice.
+    // checking mode, recorded when the thread records, counted, and run by
+    // the backend (run_*) unless this is a dry run's group. One rank alone
+    // runs nothing that moves no byte: its reduction is its own buffer, a
+    // gather its own slice. The bytes counted are a ring's, each direction per
+    // rank (the emulated backend reads exactly these from its peers):
+    // all-reduce count + (N-2)|this rank's chunk| = 2(N-1)/N count for even
+    // chunks (a reduce-scatter then an all-gather), reduce-scatter and
+    // all-gather (N-1)/N of the whole buffer, a broadcast the buffer once from
+    // the root.
 
     // In place: `buf` (count elements) becomes the elementwise sum over ranks.
     void all_reduce_sum(void* buf, size_t count, DType dt, Stream s) {
@@ -96,7 +79,9 @@ class Comm {
         issue(OpKind::AllReduce, "an all-reduce", bytes, s, {writes_bytes(buf, bytes)}, -1, [&] {
             if (world > 1) run_all_reduce_sum(buf, count, dt, s);
         });
-        counted_all_reduce(count, dt);
+        const size_t chunk = count * (rank + 1) / world - count * rank / world;
+        const uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
+        stats.add(CommOp::AllReduce, moved, moved);
     }
     // `send` holds world*recvcount elements; this rank receives the sum over ranks
     // of elements [rank*recvcount, (rank+1)*recvcount). In place when
@@ -108,7 +93,7 @@ class Comm {
                   if (world > 1) run_reduce_scatter_sum(send, recv, recvcount, dt, s);
                   else if (recv != send) device_copy(recv, send, bytes, s);
               });
-        counted_reduce_scatter(recvcount, dt);
+        stats.add(CommOp::ReduceScatter, (world - 1) * bytes, (world - 1) * bytes);
     }
     // `recv` gets world*sendcount elements, rank k's `send` at k*sendcount. In
     // place when send == recv + rank*sendcount.
@@ -119,7 +104,7 @@ class Comm {
                   if (world > 1) run_all_gather(send, recv, sendcount, dt, s);
                   else if (recv != send) device_copy(recv, send, bytes, s);
               });
-        counted_all_gather(sendcount, dt);
+        stats.add(CommOp::AllGather, (world - 1) * bytes, (world - 1) * bytes);
     }
     // `bytes` of `buf` from `root` to every rank.
     void broadcast(void* buf, size_t bytes, int root, Stream s) {
@@ -127,7 +112,7 @@ class Comm {
               {rank == root ? reads_bytes(buf, bytes) : writes_bytes(buf, bytes)}, -1, [&] {
                   if (world > 1) run_broadcast(buf, bytes, root, s);
               });
-        counted_broadcast(bytes, root);
+        stats.add(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes);
     }
     virtual void barrier() = 0;
 
@@ -145,12 +130,10 @@ class Comm {
     // complete together (NCCL's group semantics). Counted as PointToPoint:
     // sent bytes by the sender, received bytes by the receiver, as posted.
     void send(const void* buf, size_t bytes, int peer, Stream s) {
-        if (trace) trace->push_back({"send", group_name, bytes, unit});
         issue(OpKind::Send, "a send", bytes, s, {reads_bytes(buf, bytes)}, peer, [&] { run_send(buf, bytes, peer, s); });
         stats.add(CommOp::PointToPoint, bytes, 0);
     }
     void recv(void* buf, size_t bytes, int peer, Stream s) {
-        if (trace) trace->push_back({"recv", group_name, bytes, unit});
         issue(OpKind::Recv, "a receive", bytes, s, {writes_bytes(buf, bytes)}, peer, [&] { run_recv(buf, bytes, peer, s); });
         stats.add(CommOp::PointToPoint, 0, bytes);
     }
@@ -199,7 +182,7 @@ class Comm {
                Run&& run) {
         check_on(s, what, acc);
         StepOp op = step_op(kind, stream_lane(s));
-        op.group = group_name, op.bytes = bytes, op.peer = peer, op.unit = unit, op.acc = acc;
+        op.group = group_name, op.bytes = bytes, op.peer = peer, op.acc = acc;
         if (peer >= 0) op.dims = {(long)bytes};
         perform(op, s, [&] {
             NotRecorded backend_own;
@@ -216,38 +199,7 @@ class Comm {
             NotRecorded backend_own;
             out = run();
         }, nullptr, false);
-        counted_scalar();
+        stats.add(CommOp::Scalar, (world - 1) * sizeof(double), (world - 1) * sizeof(double));
         return out;
-    }
-
-    // every collective: its bytes sent and received (the stats) and its whole buffer (the trace)
-    void counted(CommOp op, uint64_t sent, uint64_t recv, uint64_t payload) {
-        stats.add(op, sent, recv);
-        if (trace) trace->push_back({comm_op_name(op), group_name, payload, op == CommOp::Scalar ? -1 : unit});
-    }
-    // Each collective's bytes as a ring moves them, each direction per rank:
-    // all-reduce count + (N-2)|this rank's chunk| = 2(N-1)/N count for even
-    // chunks (a reduce-scatter then an all-gather), the other two (N-1)/N of
-    // the whole buffer, a broadcast the buffer once from the root. (The emulated
-    // backend reads exactly these from its peers.)
-    void counted_all_reduce(size_t count, DType dt) {
-        const size_t chunk = count * (rank + 1) / world - count * rank / world;
-        const uint64_t moved = world == 1 ? 0 : (count + (uint64_t)(world - 2) * chunk) * dtype_size(dt);
-        counted(CommOp::AllReduce, moved, moved, count * dtype_size(dt));
-    }
-    void counted_reduce_scatter(size_t recvcount, DType dt) {
-        const uint64_t moved = (uint64_t)(world - 1) * recvcount * dtype_size(dt);
-        counted(CommOp::ReduceScatter, moved, moved, (uint64_t)world * recvcount * dtype_size(dt));
-    }
-    void counted_all_gather(size_t sendcount, DType dt) {
-        const uint64_t moved = (uint64_t)(world - 1) * sendcount * dtype_size(dt);
-        counted(CommOp::AllGather, moved, moved, (uint64_t)world * sendcount * dtype_size(dt));
-    }
-    void counted_broadcast(size_t bytes, int root) {
-        counted(CommOp::Broadcast, rank == root ? bytes : 0, rank == root ? 0 : bytes, bytes);
-    }
-    void counted_scalar() {
-        const uint64_t moved = (uint64_t)(world - 1) * sizeof(double);
-        counted(CommOp::Scalar, moved, moved, sizeof(double));
     }
 };

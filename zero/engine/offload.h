@@ -329,14 +329,13 @@ class HostOptimizer {
         return up;
     }
 
-    // n elements of unit u down to the host, or up, on the comm stream (traced:
-    // the step-time model lists every host transfer)
+    // n elements of unit u down to the host, or up, on the comm stream
     void to_host(T* dst, const T* src, size_t n, int u) {
-        comm.note_transfer("to_host", n * sizeof(T), u);
+        at_unit(u);
         device_copy(dst, src, n * sizeof(T), comm_stream);
     }
     void to_device(T* dst, const T* src, size_t n, int u) {
-        comm.note_transfer("to_device", n * sizeof(T), u);
+        at_unit(u);
         device_copy(dst, src, n * sizeof(T), comm_stream);
     }
 

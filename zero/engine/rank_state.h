@@ -181,7 +181,7 @@ class RankState {
 
     // Stages 1-2: all-gather unit u's parameters in place (each rank has updated its slice).
     void gather_full_params(int u, Stream s) {
-        comm.unit = u;
+        at_unit(u);
         T* unit = params_full + plan.full_offset[u];
         size_t slice = plan.slice_numel(u);
         comm.all_gather(unit + rank * slice, unit, slice, dtype_of<T>::value, s);

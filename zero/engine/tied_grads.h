@@ -65,8 +65,7 @@ class TiedGrads {
     void exchange() {
         const int u = z.layout.embed_unit(), first = 0, last = z.pipe->world - 1;
         const Stream s = z.comm_stream;
-        z.pipe->unit = u;
-        if (z.tied) z.tied->unit = u;
+        at_unit(u);
         event_record(z.compute_done, z.ctx.stream);
         stream_wait(s, z.compute_done);
         if (!z.sharded.grads) {

@@ -327,7 +327,7 @@ class ZeroEngine : public RankState<T> {
     void reduce_unit(int u, int micro_step) {
         const bool last = micro_step == micro_steps - 1;
         const size_t slice = plan.slice_numel(u);
-        comm.unit = u;
+        at_unit(u);
         if (!sharded.states) {  // every rank the whole sum
             comm.all_reduce_sum(grads_full + plan.full_offset[u], plan.padded[u], dtype_of<T>::value, comm_stream);
         } else if (!sharded.grads) {  // each rank its slice's sum, in place in the full buffer
@@ -439,7 +439,8 @@ class ZeroEngine : public RankState<T> {
         UnitSlot<T>* slot = param_slots->vacant_for(u);
         if (!slot) return nullptr;
         stream_wait(comm_stream, slot->free);
-        comm.unit = u;
+        const int outer = tl_recorder ? tl_recorder->unit : -1;  // (a prefetch's unit is not its caller's)
+        at_unit(u);
         size_t slice = plan.slice_numel(u);
         const T* mine = params_shard + plan.shard_offset[u];
         if (host && host->params_up == ParamsUp::Gathered) mine = host->slice_up(u, (int)(slot - param_slots->slots.data()));
@@ -447,6 +448,7 @@ class ZeroEngine : public RankState<T> {
         event_record(slot->ready, comm_stream);
         slot->unit = u;
         mem.set_live(slot->ptr, true);
+        at_unit(outer);
         return slot;
     }
 

@@ -108,14 +108,6 @@ struct GPT2 {
 
     size_t BT() const { return (size_t)B * T_; }
 
-    // The unit the tensor group's next collectives serve (the trace's label), and
-    // the host transfers of offloaded layer outputs, traced beside the engine's.
-    void at_unit(int u) {
-        if (tensor) tensor->unit = u;
-    }
-    void note_output_transfer(const char* op, int u) {
-        if (acts.offload_outputs) zero.comm.note_transfer(op, acts.saved_rows(BT()) * cfg.channels * sizeof(T), u);
-    }
 
     // A row-parallel layer's bias, added by one rank of the group only.
     const T* row_parallel_bias(const T* b) const { return tp_rank == 0 ? b : nullptr; }
@@ -252,7 +244,6 @@ struct GPT2 {
         const bool fused = variant_on(Variant::ResidualLn);
         auto keep_output = [&](int l) {
             if (!training) return;
-            note_output_transfer("to_host", layout.layer_unit(l0 + l));
             acts.save_layer_output(l, BT(), ctx.stream);
         };
         for (int l = 0; l < L; l++) {
@@ -372,7 +363,6 @@ struct GPT2 {
             LayerTensors<const T> p = layer_tensors(layout, zero.acquire_params(u));
             LayerTensors<T> g = layer_tensors(layout, zero.acquire_grads(u, micro_step));
             if (acts.recompute == 2) {  // rebuild this block's activations from its input
-                if (l > 0) note_output_transfer("to_device", u);
                 acts.load_layer_input(l, BT(), ctx.stream);
                 if (acts.partitioned && l > 0) {  // Pa: the input from the group's rows
                     T* input = acts.layer_input(l, BT());

@@ -78,9 +78,9 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
             for (int a : op.after) after += (after.empty() ? "" : ", ") + std::to_string(a);
             snprintf(buf, sizeof(buf), "{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, "
                      "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": %zu, \"unit\": %d, \"bytes\": %llu, \"group\": \"%s\", "
-                     "\"shape\": \"%s\", \"after\": [%s]}}",
+                     "\"peer\": %d, \"shape\": \"%s\", \"after\": [%s]}}",
                      op.name.c_str(), op_kind_name(op.kind), r.rank, (int)op.lane, us(r.start[i]),
-                     (r.end[i] - r.start[i]) * 1e6, i, op.unit, (unsigned long long)op.bytes, op.group.c_str(),
+                     (r.end[i] - r.start[i]) * 1e6, i, op.unit, (unsigned long long)op.bytes, op.group.c_str(), op.peer,
                      StepOp::op_key("", op.dims).c_str() + (op.dims.empty() ? 0 : 1), after.c_str());
             event(buf);
             if (op.kind != OpKind::Recv) continue;  // an arrow from the send it meets

@@ -195,7 +195,7 @@ class PipelineStage {
     void exchange(const PipeSlot* prev, const PipeSlot* next) {
         const size_t bytes = model.boundary_elems() * sizeof(T);
         Stream st = model.ctx.stream;
-        pipe.unit = -1;  // the boundary tensors serve no unit (the trace's label)
+        at_unit(-1);  // the boundary tensors serve no unit (a recording's label)
         pipe.group_start();
         if (prev && !prev->backward && !model.last) {
             model.acts.select_slot(slot_of(prev->micro));

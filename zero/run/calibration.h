@@ -47,6 +47,7 @@ void time_captured(const TrainOptions& o, const RunSetup& run, Comm& world, int 
         if (rec.ops[i].step == 1 && rec.runs[i] && !mine.count(rec.ops[i].key())) mine[rec.ops[i].key()] = i;
     {
         std::lock_guard<std::mutex> lock(table.mu);
+        const MemoryQuery q = run.memory_query(o, r.stage);
         for (const StepOp& op : rec.ops) {
             if (op.step != 1) continue;
             const std::string key = op.key();
@@ -54,22 +55,13 @@ void time_captured(const TrainOptions& o, const RunSetup& run, Comm& world, int 
                 std::vector<int>& h = table.holders[key];
                 if (h.empty()) table.keys.push_back(key);
                 if (std::find(h.begin(), h.end(), world.rank) == h.end()) h.push_back(world.rank);
-            } else if (op.transfer() || op.kind == OpKind::Copy || op.kind == OpKind::Zero) {
-                table.copies[key] = op;
+            } else if (op.transfer() || op.kind == OpKind::Copy || op.kind == OpKind::Zero || op.kind == OpKind::Recv) {
+                table.copies[key] = op;  // (a receive is timed as a device copy of its bytes)
+            } else if (op.collective() || op.kind == OpKind::Broadcast) {  // each group size's, timed apart
+                std::pair<std::string, uint64_t> call{op.name, op.bytes};
+                auto& c = table.collectives[group_size(op.group, q)];
+                if (std::find(c.begin(), c.end(), call) == c.end()) c.push_back(call);
             }
-        }
-        // the collectives of each group size, for the emulated world's timing; receives, as copies
-        const MemoryQuery q = run.memory_query(o, r.stage);
-        for (const TraceEntry& e : r.groups.trace) {
-            if (e.op == "recv") {
-                StepOp recv = step_op(OpKind::Recv, Lane::Comm);
-                recv.bytes = e.bytes, recv.dims = {(long)e.bytes};
-                table.copies[recv.key()] = recv;
-            }
-            if (e.group == "host" || e.op == "send" || e.op == "recv") continue;
-            std::pair<std::string, uint64_t> call{e.op, e.bytes};
-            auto& c = table.collectives[group_size(e.group, q)];
-            if (std::find(c.begin(), c.end(), call) == c.end()) c.push_back(call);
         }
     }
     world.barrier();

@@ -6,10 +6,10 @@
 // rank's memory by phase, exact, at any scale: no parameter, gradient or
 // activation byte exists and no data is read.
 //
-// Its real twin, capture_run(): the same ranks built on the emulated backend,
-// trained for real on tokens from a counter, each recording its steps as it
-// runs them (Recording::Capture). The two lists must be the same, entry by
-// entry (test perf_trace); a capture is also what --calibrate replays.
+// Its real twin is a capture (Recording::Capture): the same calls, recorded as
+// they run. record_rank() takes either; --calibrate replays a capture's ops,
+// --trace writes one's (zero/run/step_trace.h), and the two lists must be the
+// same, op for op (test perf_trace holds a traced run to the dry run).
 //
 // Which ranks: the ranks of one pipeline stage hold the same bytes (equal
 // slices of equal units; a tensor rank's units are all alike) and run the
@@ -23,7 +23,6 @@
 
 #include "zero/base/ops.h"
 #include "zero/comm/comm_dry.h"
-#include "zero/comm/comm_emulated.h"
 #include "zero/run/train_step.h"
 
 // One rank's recorded steps.
@@ -34,7 +33,6 @@ struct RecordedRank {
     PhaseMemory live;            // live bytes after forward, backward and the step (the last step)
     MemCounts reserved;          // allocated
     size_t peak[NUM_ARENAS] = {};  // the last step's peak live bytes
-    Trace trace;                 // the last step's collectives and host transfers
 };
 
 // Rank `world.rank` built and trained under `rec` (installed on this thread
@@ -79,7 +77,6 @@ RecordedRank record_rank(const TrainOptions& o, const RunSetup& run, Comm& world
         d.ops = rec.ops_from(kept);
         d.reserved = r.mem.reserved_bytes();
         for (int a = 0; a < NUM_ARENAS; a++) d.peak[a] = r.mem.peak_live((Arena)a);
-        d.trace = r.groups.trace;
     }
     tl_recorder = outer;
     return d;
@@ -111,20 +108,5 @@ inline std::vector<RecordedRank> dry_run(const TrainOptions& o, const RunSetup& 
             DryComm world(rank, run.world);
             return record_rank<decltype(t)>(o, run, world, rec, [](auto&, int) {});
         }));
-    return out;
-}
-
-// Every rank of the run trained for real on the emulated backend, each
-// recording its steps as it runs them: the dry run's twin (see the header).
-inline std::vector<RecordedRank> capture_run(const TrainOptions& o, const RunSetup& run) {
-    std::vector<RecordedRank> out(run.world);
-    run_emulated_ranks(run.world, [&](int rank, EmulatedWorld& w) {
-        KernelCtx comm_ctx;
-        EmulatedComm world(w, rank, comm_ctx);
-        out[rank] = in_dtype(run.dtype, [&](auto t) {
-            OpRecorder rec(Recording::Capture);
-            return record_rank<decltype(t)>(o, run, world, rec, [](auto&, int) {});
-        });
-    }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
     return out;
 }

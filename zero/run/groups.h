@@ -11,8 +11,7 @@
 //
 // Every rank splits in the same order (the emulated backend and NCCL need
 // that); a dry run's rank, alone, is given its place in each group instead
-// (zero/comm/comm_dry.h). Each group counts its own bytes, and all of them
-// write one trace of the rank's step (--mem_report 1 -o DIR).
+// (zero/comm/comm_dry.h). Each group counts its own bytes.
 #pragma once
 
 #include <memory>
@@ -45,12 +44,10 @@ struct Groups {
         if (tensor) tensor->group_name = "tensor";
         if (pipe) pipe->group_name = "pipe";
         if (tied) tied->group_name = "tied";
-        for (Comm* c : all()) c->trace = &trace;
     }
 
     Comm& world;
     std::unique_ptr<Comm> tensor, pipe, tied;  // null where there is no such group
-    Trace trace;                               // the step's collectives and host transfers, in order
 
     Comm& data() { return data_group ? *data_group : world; }
     std::vector<Comm*> all() {
@@ -59,10 +56,9 @@ struct Groups {
             if (c) v.push_back(c);
         return v;
     }
-    // A new step: counters and trace from zero.
+    // A new step: counters from zero.
     void start_step() {
         for (Comm* c : all()) c->stats = CommStats{};
-        trace.clear();
     }
     // The pipeline's traffic: the stages' sends and receives, and the tied embeddings' all-reduce.
     CommStats pipeline_stats() const {

@@ -125,18 +125,6 @@ inline void append_comm_csv(const std::string& path, int step, int rank, const C
     fclose(f);
 }
 
-// The step's trace (zero/comm/comm.h): every collective and host transfer in
-// the order this rank issued it.
-inline void append_trace_csv(const std::string& path, int step, int rank, const Trace& trace) {
-    bool fresh = !file_exists(path);
-    FILE* f = open_file(path, "a");
-    if (fresh) fprintf(f, "step,rank,index,op,group,bytes,unit\n");
-    for (size_t i = 0; i < trace.size(); i++)
-        fprintf(f, "%d,%d,%zu,%s,%s,%llu,%d\n", step, rank, i, trace[i].op.c_str(), trace[i].group.c_str(),
-                (unsigned long long)trace[i].bytes, trace[i].unit);
-    fclose(f);
-}
-
 // The run's header: the steps, the batch, the grid and the offload paths.
 inline void print_run_header(const TrainOptions& o, const RunSetup& run, int total_steps, int start_step,
                              long tokens_per_step) {
@@ -211,7 +199,7 @@ inline void print_step_line(int step, int total_steps, double loss, const StepRe
 
 // --mem_report 1: every rank's memory and traffic of the step (`step`, counted
 // from 1), one rank at a time in rank order, and with an output directory its
-// CSV rows (mem_report_rank<r>.csv, comm_report_rank<r>.csv, comm_trace_rank<r>.csv).
+// CSV rows (mem_report_rank<r>.csv, comm_report_rank<r>.csv).
 inline void report_memory(int step, Groups& g, const PhaseMemory& phases, const MemoryPrediction& predicted,
                           const MemoryAccountant& mem, const OffloadTimes* offload, size_t optimizer_numel,
                           size_t device_used, size_t device_used_at_start, const std::string& out_dir) {
@@ -227,7 +215,6 @@ inline void report_memory(int step, Groups& g, const PhaseMemory& phases, const 
         std::string suffix = "_rank" + std::to_string(rank) + ".csv";
         append_memory_csv(out_dir + "/mem_report" + suffix, step, rank, phases, predicted, mem, device_used);
         append_comm_csv(out_dir + "/comm_report" + suffix, step, rank, g.data().stats);
-        append_trace_csv(out_dir + "/comm_trace" + suffix, step, rank, g.trace);
     }
     g.world.barrier();
 }
