@@ -458,11 +458,7 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
         z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 3, z.gpus = m.zero.gpus, z.tp = m.zero.mp, z.batch = m.zero.batch;
         const TrainOptions o = options_from_flags(cluster_flags(z, z.batch));
         const RunSetup run = make_run_setup(o);
-        const std::vector<RecordedRank> dry = dry_run(o, run);
-        Placement pl;
-        pl.emulated = false, pl.world = run.world;
-        const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), v100, pl);
-        write_predicted_trace(dir + "/stage3_trace.json", dry, s, "v100_dgx2.json");
+        const StepPrediction s = predict_run(o, run, v100, dir + "/stage3_trace.json");
         rep.heading("A step of stage 3, laid out", 3);
         rep.para("`stage3_trace.json`: the first model of Figure 2 (" + fmt("%.2gB", ParamLayout(run.cfg, 1).num_parameters() / 1e9) +
                  ", 400 V100, B " + fmt("%.0f", z.batch) + ") at ZeRO stage 3, one rank's predicted step (" +

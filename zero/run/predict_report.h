@@ -39,36 +39,6 @@ inline std::vector<StepSchedule> step_schedules(const std::vector<RecordedRank>&
     return out;
 }
 
-// A run's step on a profile, from its dry run.
-inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p) {
-    Placement pl;
-    pl.emulated = p.measured, pl.world = run.world;
-    return predict_step(step_schedules(dry_run(o, run), run), run.memory_query(o), p, pl);
-}
-
-// A cluster profile with an anchor (zero/perf/profile.h): its kernels' times
-// scaled by the one factor that makes the anchor run, predicted on it, take
-// what was published (its rate counted as Megatron-LM counts; on the
-// anchor's device, whose peak may differ from the profile's: the step is
-// taken to scale with the peak). One device, so the step is the kernels'
-// time times the factor plus what does not scale: two predictions solve it.
-inline Profile anchored_profile(Profile p) {
-    if (p.anchor_flags.empty()) return p;
-    const TrainOptions o = options_from_flags(p.anchor_flags);
-    const RunSetup run = make_run_setup(o);
-    CHECK(run.world == 1, "%s: the anchor is a run of one device", p.path.c_str());
-    const double target = megatron_flops(run.cfg, o.micro_batch, o.seq_len, o.recompute == 2) /
-                          (p.anchor_tflops * 1e12) * p.anchor_peak_tflops / p.peak_tflops;
-    p.compute_scale = 1;
-    const double t1 = predict_run(o, run, p).step_s;
-    p.compute_scale = 2;
-    const double t2 = predict_run(o, run, p).step_s, kernels = t2 - t1, rest = t1 - kernels;
-    CHECK(kernels > 0 && target > rest, "%s: the anchor's published step is shorter than what its kernels cannot "
-          "shorten (%.3g s of %.3g s)", p.path.c_str(), rest, target);
-    p.compute_scale = (target - rest) / kernels;
-    return p;
-}
-
 // Each stage's rank: its memory by phase and its peak, the predictor's beside (MiB).
 inline void print_dry_memory(const std::vector<RecordedRank>& dry, int stages, FILE* out) {
     const double MiB = 1048576.0;
@@ -145,6 +115,40 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
     write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)", s.step_s);
 }
 
+// A run's step on a profile, from its dry run (and with `trace`, its timeline written there).
+inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p,
+                                  const std::string& trace = "") {
+    Placement pl;
+    pl.emulated = p.measured, pl.world = run.world;
+    const std::vector<RecordedRank> dry = dry_run(o, run);
+    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, pl);
+    if (!trace.empty()) write_predicted_trace(trace, dry, s, p.path);
+    return s;
+}
+
+// A cluster profile with an anchor (zero/perf/profile.h): its kernels' times
+// scaled by the one factor that makes the anchor run, predicted on it, take
+// what was published (its rate counted as Megatron-LM counts; on the
+// anchor's device, whose peak may differ from the profile's: the step is
+// taken to scale with the peak). One device, so the step is the kernels'
+// time times the factor plus what does not scale: two predictions solve it.
+inline Profile anchored_profile(Profile p) {
+    if (p.anchor_flags.empty()) return p;
+    const TrainOptions o = options_from_flags(p.anchor_flags);
+    const RunSetup run = make_run_setup(o);
+    CHECK(run.world == 1, "%s: the anchor is a run of one device", p.path.c_str());
+    const double target = megatron_flops(run.cfg, o.micro_batch, o.seq_len, o.recompute == 2) /
+                          (p.anchor_tflops * 1e12) * p.anchor_peak_tflops / p.peak_tflops;
+    p.compute_scale = 1;
+    const double t1 = predict_run(o, run, p).step_s;
+    p.compute_scale = 2;
+    const double t2 = predict_run(o, run, p).step_s, kernels = t2 - t1, rest = t1 - kernels;
+    CHECK(kernels > 0 && target > rest, "%s: the anchor's published step is shorter than what its kernels cannot "
+          "shorten (%.3g s of %.3g s)", p.path.c_str(), rest, target);
+    p.compute_scale = (target - rest) / kernels;
+    return p;
+}
+
 inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* out) {
     const double GiB = 1073741824.0;
     HostClock clock;
@@ -180,10 +184,10 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     if (fits) {
         const StepPrediction s = predict_step(step_schedules(dry, run), q, p, pl);
         print_step_prediction(s, q, out);
-        if (!o.trace.empty()) write_predicted_trace(o.trace, dry, s, o.predict);
         if (!o.trace.empty())
-            fprintf(out, "  trace of the predicted step: %s (ui.perfetto.dev, or Chromium's DevTools Performance panel, opens it)\n",
-                    o.trace.c_str());
+            write_predicted_trace(o.trace, dry, s, o.predict),
+                fprintf(out, "  trace of the predicted step: %s (ui.perfetto.dev, or Chromium's DevTools Performance "
+                        "panel, opens it)\n", o.trace.c_str());
         return;
     }
     std::vector<FitOption> options =

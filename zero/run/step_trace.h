@@ -69,13 +69,9 @@ class StepTrace {
             std::lock_guard<std::mutex> lock(g.mu);
             g.ranks.push_back(me);
         }
-        world.barrier();
+        world.barrier();  // (every rank's is in: no one writes them from here)
         if (world.rank != 0 && !launched) return;  // (emulated: rank 0 writes every rank's)
-        std::vector<TracedRank> ranks;
-        {
-            std::lock_guard<std::mutex> lock(g.mu);
-            ranks = g.ranks;
-        }
+        std::vector<TracedRank> ranks = g.ranks;
         std::sort(ranks.begin(), ranks.end(), [](const TracedRank& a, const TracedRank& b) { return a.rank < b.rank; });
         write_trace(path, ranks, "measured: every op as it ran (" + device_name() + ")", step_s);
         fprintf(log, "trace of the step as it ran: %s (ui.perfetto.dev, or Chromium's DevTools Performance panel, opens it)\n", path.c_str());
