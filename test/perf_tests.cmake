@@ -1,5 +1,5 @@
 # The dry run (zero/run/dry_run.h): every rank's, against the trainer's own run
-# of the same flags, trace entry by entry and memory to the byte
+# of the same flags, op by op (its --trace) and memory to the byte
 # (test_perf_trace.cpp); and at the paper's scale and beyond, against the
 # memory predictor's closed forms (test_dry_run_scale.cpp).
 zero_test(NAME perf_trace SOURCES test_perf_trace.cpp ARGS ${CPU_TRAINER} LABELS cpu perf)
