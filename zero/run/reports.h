@@ -159,22 +159,26 @@ double matmul_peak_for_mfu(const KernelCtx& ctx, const RunSetup& run, size_t par
     world.barrier();  // nobody computes while rank 0 measures
     if (world.rank == 0) {
 #ifdef ZERO_CUDA
-        double probe = measure_matmul_peak_flops<T>(ctx, 8192);
+        const int n = 8192;
         std::string key = device_name() + " " + dtype_name(run.dtype);
 #else
-#ifdef _OPENMP
-        omp_set_num_threads(process_cpu_threads());  // every core of the process: the other ranks wait
-#endif
-        double probe = measure_matmul_peak_flops<T>(ctx, 1024);
-#ifdef _OPENMP
-        omp_set_num_threads(run.cpu_threads_per_rank());
-#endif
+        const int n = 1024;
         std::string key = device_name() + " " + dtype_name(run.dtype) + " " + std::to_string(process_cpu_threads()) +
                           " thread(s)";
         printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
                run.ranks_per_process);
 #endif
-        PeakRecord rec = update_peak_record(key, probe, peak_record_path());
+        // (short where a record exists: it can only raise it)
+        PeakRecord rec = update_peak_record(key, [&](bool recorded) {
+#if defined(_OPENMP) && !defined(ZERO_CUDA)
+            omp_set_num_threads(process_cpu_threads());  // every core of the process: the other ranks wait
+#endif
+            double probe = measure_matmul_peak_flops<T>(ctx, n, recorded ? 2 : 12);
+#if defined(_OPENMP) && !defined(ZERO_CUDA)
+            omp_set_num_threads(run.cpu_threads_per_rank());
+#endif
+            return probe;
+        }, peak_record_path());
         if (!rec.note.empty()) printf("%s\n", rec.note.c_str());
         peak = rec.flops * (run.launch.world > 1 ? run.world : 1);
         printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(rec.flops).c_str(),
