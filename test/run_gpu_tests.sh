@@ -4,10 +4,10 @@
 #   test/run_gpu_tests.sh          build the kernel workbench (dev/cuda) and run every
 #                                  program in check mode: each CUDA kernel against its
 #                                  CPU twin. Exit 77 (skipped) without an NVIDIA GPU.
-#   test/run_gpu_tests.sh build    compile the CUDA trainer (into build/cuda_check, its
-#                                  host code at -O0) and take its dry run as one rank
-#                                  of a launched job (the dry run needs no GPU). Exit
-#                                  77 (skipped) without nvcc; needs no GPU.
+#   test/run_gpu_tests.sh build    compile the CUDA trainer (into build/cuda_check,
+#                                  unoptimised, PTX only) and take its dry run as one
+#                                  rank of a launched job (the dry run needs no GPU).
+#                                  Exit 77 (skipped) without nvcc; needs no GPU.
 set -u
 REPO_ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -22,10 +22,11 @@ build)
         echo "nvcc not found (neither on PATH nor /usr/local/cuda/bin): skipping the CUDA build"
         exit 77
     fi
-    # host code unoptimised (a compile check: less than half the time), beside the real build
+    # a compile check, beside the real build: host and device code unoptimised, the device's
+    # as PTX only (no SASS), a quarter of the real build's time
     dir=build/cuda_check
     make -C "$REPO_ROOT" -j "$(nproc 2>/dev/null || echo 2)" CUDA_DIR=$dir CUDA_TRAINER=$dir/train_gpt2_zero \
-        NVCC_OPT=-O0 $dir/train_gpt2_zero || exit 1
+        NVCC_OPT="-O0 -Xcicc -O0" CUDA_ARCH="-gencode arch=compute_90,code=compute_90" $dir/train_gpt2_zero || exit 1
     RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 "$REPO_ROOT/$dir/train_gpt2_zero" -e d12 -b 4 -t 256 -z 2 --dry_run 1 >/dev/null || {
         echo "the CUDA trainer's dry run, as rank 0 of 2 under a launcher, failed (it must not need a GPU)"
         exit 1
