@@ -247,7 +247,6 @@ void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int
                ZERO_DISPATCH(encoder_forward_vocab_cuda(ctx, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe),
                              encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
            });
-    (void)ctx;
 }
 
 // dwte_local accumulates the rows of the tokens this rank holds, dwpe every
@@ -262,7 +261,6 @@ void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T*
                    encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split),
                    encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split));
            });
-    (void)ctx;
 }
 
 template <typename T>
@@ -276,7 +274,6 @@ void vocab_parallel_local_stats(const KernelCtx& ctx, float* row_max, float* tar
                    vocab_parallel_local_stats_cuda(ctx, row_max, target_logit, logits, targets, BT, Vl, v0, V),
                    vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
            });
-    (void)ctx;
 }
 
 template <typename T>
@@ -291,7 +288,6 @@ void vocab_parallel_sum_exp(const KernelCtx& ctx, float* global_max, float* sum_
                    vocab_parallel_sum_exp_cuda(ctx, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V),
                    vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
            });
-    (void)ctx;
 }
 
 template <typename T>
@@ -307,7 +303,6 @@ void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float*
                              vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT,
                                                        Vl, v0, V, dloss));
            });
-    (void)ctx;
 }
 
 // AdamW over one contiguous piece; param (compute-dtype copy) may be null
@@ -406,12 +401,6 @@ inline void add_loss_sums(const KernelCtx& ctx, float* sums, const float* losses
     launch(ctx, "loss_sum", 0, {(long)n}, {writes(sums, n), reads(losses, n)}, [=] {
         ZERO_DISPATCH(accumulate_cuda(ctx, sums, losses, n, first), accumulate_cpu(sums, losses, n, first));
     });
-}
-
-template <typename Tdst, typename Tsrc>
-void cast(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
-    launch(ctx, "cast", sizeof(Tdst), {(long)n}, {writes(dst, n), reads(src, n)},
-           [=] { ZERO_DISPATCH(cast_cuda(ctx, dst, src, n), cast_cpu(dst, src, n)); });
 }
 
 // ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // The small data-movement kernels on the GPU (kernels/cpu/reduce.h is the
 // reference): the sum over peers' buffers behind the emulated collectives,
-// accumulation into fp32 shards, casts, and the deterministic sum of squares.
+// accumulation into gradient slices, and the deterministic sum of squares.
 // All elementwise ones are grid-stride with packed accesses, a scalar tail for
 // n % pack, and a scalar kernel for unaligned pointers.
 #pragma once
@@ -105,58 +105,18 @@ __global__ void __launch_bounds__(256)
         dst[i] = from_float<Tdst>(overwrite ? to_float(src[i]) : to_float(dst[i]) + to_float(src[i]));
 }
 
-template <typename Tdst, typename Tsrc>
-void accumulate_into_cuda(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n, bool overwrite) {
+template <typename T>
+void accumulate_cuda(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
     if (n == 0) return;
-    if (overwrite && sizeof(Tdst) == sizeof(Tsrc) && dtype_of<Tdst>::value == dtype_of<Tsrc>::value) {
-        // same dtype: an exact copy (bit for bit, NaN payloads included)
-        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(Tdst), cudaMemcpyDeviceToDevice, ctx.stream));
+    if (overwrite) {  // an exact copy (bit for bit, NaN payloads included)
+        cudaCheck(cudaMemcpyAsync(dst, src, n * sizeof(T), cudaMemcpyDeviceToDevice, ctx.stream));
         return;
     }
     const int block = 256;
-    if (aligned_to(dst, 4 * sizeof(Tdst)) && aligned_to(src, 4 * sizeof(Tsrc))) {
-        accumulate_kernel<Tdst, Tsrc, true><<<grid_for(n / 4 + 1, block), block, 0, ctx.stream>>>(dst, src, n, overwrite);
+    if (aligned_to(dst, 4 * sizeof(T)) && aligned_to(src, 4 * sizeof(T))) {
+        accumulate_kernel<T, T, true><<<grid_for(n / 4 + 1, block), block, 0, ctx.stream>>>(dst, src, n, overwrite);
     } else {
-        accumulate_kernel<Tdst, Tsrc, false><<<grid_for(n, block), block, 0, ctx.stream>>>(dst, src, n, overwrite);
-    }
-    cudaLaunchCheck();
-}
-
-template <typename T>
-void accumulate_cuda(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
-    accumulate_into_cuda<T, T>(ctx, dst, src, n, overwrite);
-}
-
-// ----------------------------------------------------------------------------
-// cast: dst (n) = src (n) converted through fp32, round to nearest even
-
-template <typename Tdst, typename Tsrc, bool VEC>
-__global__ void __launch_bounds__(256) cast_kernel(Tdst* __restrict__ dst, const Tsrc* __restrict__ src, size_t n) {
-    const size_t stride = (size_t)gridDim.x * blockDim.x;
-    const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    size_t done = 0;
-    if (VEC) {
-        const size_t n4 = n / 4;
-        for (size_t q = tid; q < n4; q += stride) {
-            Packed4<Tsrc> a = load4cs(src + q * 4);
-            Packed4<Tdst> o;
-#pragma unroll
-            for (int e = 0; e < 4; e++) o.set(e, a.get(e));
-            store4cs(dst + q * 4, o);
-        }
-        done = n4 * 4;
-    }
-    for (size_t i = done + tid; i < n; i += stride) dst[i] = from_float<Tdst>(to_float(src[i]));
-}
-
-template <typename Tdst, typename Tsrc>
-void cast_cuda(const KernelCtx& ctx, Tdst* dst, const Tsrc* src, size_t n) {
-    if (n == 0) return;
-    const int block = 256;
-    if (aligned_to(dst, 4 * sizeof(Tdst)) && aligned_to(src, 4 * sizeof(Tsrc))) {
-        cast_kernel<Tdst, Tsrc, true><<<grid_for(n / 4 + 1, block), block, 0, ctx.stream>>>(dst, src, n);
-    } else {
-        cast_kernel<Tdst, Tsrc, false><<<grid_for(n, block), block, 0, ctx.stream>>>(dst, src, n);
+        accumulate_kernel<T, T, false><<<grid_for(n, block), block, 0, ctx.stream>>>(dst, src, n, overwrite);
     }
     cudaLaunchCheck();
 }

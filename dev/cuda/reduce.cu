@@ -1,8 +1,8 @@
-// Workbench: reduce_sum, accumulate, cast and sumsq
+// Workbench: reduce_sum, accumulate and sumsq
 // (kernels/reduce.cuh) against kernels/cpu/reduce.h.
 //   make -C dev/cuda reduce && ./dev/cuda/reduce [check]
 //
-// reduce_sum / accumulate / cast do the CPU twin's fp32 operations in the same
+// reduce_sum and accumulate do the CPU twin's fp32 operations in the same
 // order and round once: bit-for-bit checks. sumsq adds in a different (fixed)
 // order than the CPU's 4096-element blocks, so its check is relative: 1e-5
 // (the fp32 rounding of sums of ~10^3 positive terms per thread is ~1e-6).
@@ -72,28 +72,6 @@ void test_accumulate(Bench& b, size_t n, size_t offset, bool overwrite, bool tim
     if (timed && !b.check_only) {
         double ms = b.time_ms(ctx.stream, [&] { accumulate_cuda(ctx, d_dst.ptr, d_src.ptr, n, overwrite); });
         print_bw("accumulate " + tag, ms, (double)n * (sizeof(Ts) + (overwrite ? 1 : 2) * sizeof(Td)));
-    }
-}
-
-template <typename Td, typename Ts>
-void test_cast(Bench& b, size_t n, size_t offset, bool timed) {
-    std::string tag = shape_str("[%s <- %s] n=%zu offset=%zu", tname<Td>(), tname<Ts>(), n, offset);
-    BenchCtx bc(1, 8);
-    const KernelCtx& ctx = bc;
-    std::vector<Ts> src = rand_vec<Ts>(n, 91, -70000.0f, 70000.0f);  // includes fp16 overflow to inf
-    std::vector<Td> ref(n);
-    cast_cpu(ref.data(), src.data(), n);
-    DevBuf<Ts> d_src(n + offset);
-    DevBuf<Td> d_dst(n + offset);
-    h2d(d_src.ptr + offset, src.data(), n * sizeof(Ts));
-    cast_cuda(ctx, d_dst.ptr + offset, d_src.ptr + offset, n);
-    std::vector<Td> got(n);
-    cudaCheck(cudaDeviceSynchronize());
-    cudaCheck(cudaMemcpy(got.data(), d_dst.ptr + offset, n * sizeof(Td), cudaMemcpyDeviceToHost));
-    check_exact(b, "cast " + tag, got, ref);
-    if (timed && !b.check_only) {
-        double ms = b.time_ms(ctx.stream, [&] { cast_cuda(ctx, d_dst.ptr, d_src.ptr, n); });
-        print_bw("cast " + tag, ms, (double)n * (sizeof(Ts) + sizeof(Td)));
     }
 }
 
@@ -218,13 +196,6 @@ void test_loss_total(Bench& b, size_t n, bool timed) {
     }
 }
 
-template <typename Td>
-void test_casts_from(Bench& b, size_t n, size_t off) {
-    test_cast<Td, float>(b, n, off, false);
-    test_cast<Td, bf16>(b, n, off, false);
-    test_cast<Td, f16>(b, n, off, false);
-}
-
 int main(int argc, char** argv) {
     Bench b(argc, argv);
     const size_t big = (size_t)1 << 24, odd = 100003;
@@ -242,13 +213,6 @@ int main(int argc, char** argv) {
             test_accumulate<bf16>(b, odd, off, ow, false);
         }
     }
-    for (size_t off : {0, 1}) {
-        test_casts_from<float>(b, odd, off);
-        test_casts_from<bf16>(b, odd, off);
-        test_casts_from<f16>(b, odd, off);
-    }
-    test_cast<bf16, float>(b, big, 0, true);
-    test_cast<float, bf16>(b, big, 0, true);
     test_sumsq<float>(b, 124475904, 0, true);
     test_sumsq<bf16>(b, 124475904, 0, true);
     test_sumsq<f16>(b, big, 0, false);

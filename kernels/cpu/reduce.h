@@ -29,12 +29,6 @@ void accumulate_cpu(T* dst, const T* src, size_t n, bool overwrite) {
     for (size_t i = 0; i < n; i++) dst[i] = overwrite ? src[i] : from_float<T>(to_float(dst[i]) + to_float(src[i]));
 }
 
-template <typename Tdst, typename Tsrc>
-void cast_cpu(Tdst* dst, const Tsrc* src, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) dst[i] = from_float<Tdst>(to_float(src[i]));
-}
-
 // Sum of squares in fixed blocks: each block summed in fp32 in order, blocks
 // added in double in order, so the result does not depend on thread count.
 // Infinite or NaN elements make the result non-finite (the overflow signal).

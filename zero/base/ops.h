@@ -91,6 +91,20 @@ struct StepOp {
     }
 };
 
+// The ops from `first` on, with the edges into earlier ops dropped (those are done) and the
+// rest renumbered from 0: a steady-state step cut out of a recording that began earlier.
+inline std::vector<StepOp> ops_from(const std::vector<StepOp>& ops, size_t first) {
+    std::vector<StepOp> out;
+    for (size_t i = first; i < ops.size(); i++) {
+        StepOp op = ops[i];
+        op.after.clear();
+        for (int a : ops[i].after)
+            if (a >= (int)first) op.after.push_back(a - (int)first);
+        out.push_back(std::move(op));
+    }
+    return out;
+}
+
 // An op of kind k on lane l, named by its kind (kernels and host work: by `name`).
 inline StepOp step_op(OpKind k, Lane l, std::string name = "") {
     StepOp op;
@@ -182,19 +196,7 @@ class OpRecorder {
     }
     void forget_event(const void* e) { event_ops.erase(e); }  // (its address may come back as another's)
 
-    // The ops from `first` on, with the edges into earlier ops dropped (those are done) and the
-    // rest renumbered from 0: a steady-state step cut out of a recording that began earlier.
-    std::vector<StepOp> ops_from(size_t first) const {
-        std::vector<StepOp> out;
-        for (size_t i = first; i < ops.size(); i++) {
-            StepOp op = ops[i];
-            op.after.clear();
-            for (int a : ops[i].after)
-                if (a >= (int)first) op.after.push_back(a - (int)first);
-            out.push_back(std::move(op));
-        }
-        return out;
-    }
+    std::vector<StepOp> ops_from(size_t first) const { return ::ops_from(ops, first); }
 
     // Addresses that hold nothing: a bump pointer per arena, far from real memory.
     void* reserve(size_t bytes, bool device, const std::string& name) {

@@ -204,11 +204,7 @@ class StreamChecker {
 
 };
 
-// The seams call these; outside checking mode they cost a test of a pointer.
-// (`agent` is a stream's agent; -1: a stream the checker does not know.)
-inline void check_issue(int agent, const char* what, std::initializer_list<Access> acc) {
-    if (tl_checker && agent >= 0) tl_checker->issue(agent, what, acc);
-}
+// The seams call this; outside checking mode it costs a test of a pointer.
 inline void check_host(const char* what, std::initializer_list<Access> acc) {
     if (tl_checker) tl_checker->host(what, acc);
 }

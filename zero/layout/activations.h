@@ -234,7 +234,6 @@ class Activations {
         if (!host_blocks.empty())
             for (Part& p : host_parts) p.bind(host_blocks[k]);
     }
-    int selected_slot() const { return slot; }
 
     // live from the start of forward until backward has consumed them (the selected slot's)
     void set_saved_live(bool live) {

@@ -101,15 +101,11 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
         t.name = "rank " + std::to_string(t.rank) + (dry.size() > 1 ? ", stage " + std::to_string(t.stage) : "") +
                  " (standing for its stage's ranks)";
         const std::vector<StepOp>& ops = dry[k].ops;
-        const int first = (int)(std::find_if(ops.begin(), ops.end(), [](const StepOp& op) { return op.step == 1; }) -
-                                ops.begin());
-        for (size_t i = first; i < ops.size(); i++) {
-            StepOp op = ops[i];
-            op.after.clear();  // its waits, numbered within the step (the step before's ops are done)
-            for (int a : ops[i].after)
-                if (a >= first) op.after.push_back(a - first);
-            t.ops.push_back(op), t.start.push_back(s.timeline.start[k][i]), t.end.push_back(s.timeline.end[k][i]);
-        }
+        const size_t first = std::find_if(ops.begin(), ops.end(), [](const StepOp& op) { return op.step == 1; }) -
+                             ops.begin();
+        t.ops = ops_from(ops, first);
+        t.start.assign(s.timeline.start[k].begin() + first, s.timeline.start[k].end());
+        t.end.assign(s.timeline.end[k].begin() + first, s.timeline.end[k].end());
         ranks.push_back(t);
     }
     write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)", s.step_s);
