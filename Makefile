@@ -44,7 +44,7 @@ CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unk
 # host units below.
 CUDA_UNITS := train_gpt2_zero.cu $(sort $(wildcard kernels/instances/*.cu))
 # (CUDA_DIR and CUDA_TRAINER elsewhere: a second build beside the first, as the
-# test that the CUDA trainer compiles builds one with NVCC_OPT=-O0)
+# test that the CUDA trainer compiles builds an unoptimised one, NVCC_OPT=-O0 ...)
 CUDA_DIR ?= build/cuda
 CUDA_TRAINER ?= train_gpt2_zero
 CUDA_OBJS := $(patsubst %.cu,$(CUDA_DIR)/%.o,$(CUDA_UNITS))
