@@ -17,6 +17,7 @@
 
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -153,9 +154,7 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
     int timed = 0;
     for (const auto& t : table.seconds) {
         if (kernels.count(t.first)) continue;
-        double sum = 0;
-        for (double x : t.second) sum += x;
-        kernels[t.first] = sum / t.second.size(), timed++;
+        kernels[t.first] = std::accumulate(t.second.begin(), t.second.end(), 0.0) / t.second.size(), timed++;
     }
     const int threads = run.cpu_threads_per_rank();
     for (const auto& g : table.collectives) {

@@ -98,35 +98,28 @@ class Section {
         out = v->as_bool();
         return true;
     }
-    bool get_int(const char* key, long long lo, long long hi, long long& out, const char* expected) {
+    // (Int: lo..hi are within its range where it is used)
+    template <typename Int>
+    bool get_int(const char* key, long long lo, long long hi, Int& out, const char* expected) {
         const JsonValue* v = get(key);
         if (!v || is_auto(*v, key)) return false;
         if (!v->is_integer_in(lo, hi)) bad(*v, key, expected);
-        out = v->as_integer();
+        out = (Int)v->as_integer();
         return true;
     }
-    bool get_int(const char* key, long long lo, long long hi, int& out, const char* expected) {
-        long long x;
-        if (!get_int(key, lo, hi, x, expected)) return false;
-        out = (int)x;  // lo..hi are within int's range where this overload is used
-        return true;
-    }
-    // a finite number with lo <= x <= hi (lo < x when lo_open)
-    bool get_number(const char* key, double lo, double hi, bool lo_open, double& out, const char* expected) {
+    // a finite number with lo <= x <= hi (lo < x when lo_open), as a float or a double
+    template <typename Real>
+    bool get_number(const char* key, double lo, double hi, bool lo_open, Real& out, const char* expected) {
         const JsonValue* v = get(key);
         if (!v || is_auto(*v, key)) return false;
         if (!v->is_number()) bad(*v, key, expected);
         double x = v->as_number();
         if (!(x <= hi) || (lo_open ? !(x > lo) : !(x >= lo))) bad(*v, key, expected);
-        out = x;
+        out = (Real)x;
         return true;
     }
-    bool get_float(const char* key, double lo, double hi, bool lo_open, float& out, const char* expected) {
-        double x;
-        if (!get_number(key, lo, hi, lo_open, x, expected)) return false;
-        out = (float)x;
-        return true;
-    }
+    // "enabled" (absent: DeepSpeed's default, false); false where it is "auto", deciding nothing
+    bool get_enabled(bool& on) { return !has("enabled") || get_bool("enabled", on); }
     bool get_string(const char* key, std::string& out) {
         const JsonValue* v = get(key);
         if (!v || is_auto(*v, key)) return false;
@@ -196,58 +189,45 @@ void apply_batch(Section& top, TrainOptions& o) {
     }
     // DeepSpeed clips only when gradient_clipping is given (its default is 0)
     if (!top.has("gradient_clipping")) o.grad_clip = 0.0f;
-    top.get_float("gradient_clipping", 0.0, INFINITY, false, o.grad_clip, "a number >= 0 (0: no clipping)");
+    top.get_number("gradient_clipping", 0.0, INFINITY, false, o.grad_clip, "a number >= 0 (0: no clipping)");
 }
 
 // bf16 / bfloat16, fp16, amp
 void apply_precision(Section& top, TrainOptions& o) {
-    bool decided_bf16 = false, decided_fp16 = false, bf16_on = false, fp16_on = false;
-    const JsonValue* fp16_enabled_value = nullptr;
-
+    bool bf16_on = false, fp16_on = false;
+    // (a Section that is not present reads as empty: every key absent)
     Section bf16 = top.section("bf16");
     Section bfloat16 = top.section("bfloat16");  // DeepSpeed's older name
     if (bf16.present() && bfloat16.present())
         fail("%s: DeepSpeed config has both bf16 and bfloat16 sections; keep one (bf16)",
              top.get("bfloat16")->where().c_str());
     Section& b = bf16.present() ? bf16 : bfloat16;
-    if (b.present()) {
-        const JsonValue* e = b.get("enabled");
-        bool on = false;
-        if (!e || b.get_bool("enabled", on)) decided_bf16 = true;  // absent: DeepSpeed's default, false
-        bf16_on = on;
-        b.finish();
-    }
+    const bool decided_bf16 = b.get_enabled(bf16_on);
+    b.finish();
 
     Section fp16 = top.section("fp16");
-    if (fp16.present()) {
-        fp16_enabled_value = fp16.get("enabled");
-        bool on = false;
-        if (!fp16_enabled_value || fp16.get_bool("enabled", on)) decided_fp16 = true;
-        fp16_on = on;
-        fp16.get_float("loss_scale", 0.0, INFINITY, false, o.loss_scale, "a number >= 0 (0: dynamic)");
-        fp16.get_int("initial_scale_power", 0, 60, o.initial_scale_power, "an integer in 0..60");
-        fp16.get_int("loss_scale_window", 1, INT_MAX, o.loss_scale_window, "an integer >= 1");
-        fp16.get_int("hysteresis", 1, INT_MAX, o.hysteresis, "an integer >= 1");
-        fp16.get_float("min_loss_scale", 0.0, INFINITY, true, o.min_loss_scale, "a number > 0");
-        bool consecutive = false;
-        if (fp16.get_bool("consecutive_hysteresis", consecutive) && consecutive)
-            fp16.unsupported(*fp16.get("consecutive_hysteresis"), "consecutive_hysteresis",
-                             "hysteresis is restored when the scale grows, as with DeepSpeed's default false");
-        fp16.finish();
-    }
+    const bool decided_fp16 = fp16.get_enabled(fp16_on);
+    fp16.get_number("loss_scale", 0.0, INFINITY, false, o.loss_scale, "a number >= 0 (0: dynamic)");
+    fp16.get_int("initial_scale_power", 0, 60, o.initial_scale_power, "an integer in 0..60");
+    fp16.get_int("loss_scale_window", 1, INT_MAX, o.loss_scale_window, "an integer >= 1");
+    fp16.get_int("hysteresis", 1, INT_MAX, o.hysteresis, "an integer >= 1");
+    fp16.get_number("min_loss_scale", 0.0, INFINITY, true, o.min_loss_scale, "a number > 0");
+    bool consecutive = false;
+    if (fp16.get_bool("consecutive_hysteresis", consecutive) && consecutive)
+        fp16.unsupported(*fp16.get("consecutive_hysteresis"), "consecutive_hysteresis",
+                         "hysteresis is restored when the scale grows, as with DeepSpeed's default false");
+    fp16.finish();
 
     Section amp = top.section("amp");
-    if (amp.present()) {
-        bool on = false;
-        if (amp.get_bool("enabled", on) && on)
-            amp.unsupported(*amp.get("enabled"), "enabled", "NVIDIA Apex AMP is not used here; enable bf16 or fp16");
-        amp.finish();
-    }
+    bool amp_on = false;
+    if (amp.get_bool("enabled", amp_on) && amp_on)
+        amp.unsupported(*amp.get("enabled"), "enabled", "NVIDIA Apex AMP is not used here; enable bf16 or fp16");
+    amp.finish();
 
     if (bf16_on && fp16_on)
         fail("%s: DeepSpeed config enables both bf16 and fp16; enable at most one",
-             fp16_enabled_value->where().c_str());
-    const bool kept = (b.present() && !decided_bf16) || (fp16.present() && !decided_fp16);  // "auto"
+             fp16.get("enabled")->where().c_str());
+    const bool kept = !decided_bf16 || !decided_fp16;  // "auto"
     if (bf16_on) o.precision = "bf16";
     else if (fp16_on) o.precision = "fp16";
     else if (!kept) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
@@ -267,28 +247,25 @@ void apply_optimizer(Section& top, TrainOptions& o) {
     if (!p.has("betas")) o.adam_beta1 = 0.9f, o.adam_beta2 = 0.999f;
     if (!p.has("eps")) o.adam_eps = 1e-8f;
     if (!p.has("weight_decay")) o.weight_decay = 0.0f;
-    if (p.present()) {
-        p.get_float("lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
-        p.get_float("weight_decay", 0.0, INFINITY, false, o.weight_decay, "a number >= 0");
-        const JsonValue* betas = p.get("betas");
-        if (betas && !p.is_auto(*betas, "betas")) {
-            bool ok = betas->is_array() && betas->size() == 2;
-            for (size_t i = 0; ok && i < 2; i++)
-                ok = (*betas)[i].is_number() && (*betas)[i].as_number() >= 0.0 && (*betas)[i].as_number() < 1.0;
-            if (!ok) p.bad(*betas, "betas", "an array of two numbers in [0, 1), like [0.9, 0.95]");
-            o.adam_beta1 = (float)(*betas)[0].as_number();
-            o.adam_beta2 = (float)(*betas)[1].as_number();
-        }
-        double eps;
-        if (p.get_number("eps", 0.0, 1.0, true, eps, "a number in (0, 1]")) o.adam_eps = (float)eps;
-        bool flag = false;
-        if (p.get_bool("adam_w_mode", flag) && !flag)
-            p.unsupported(*p.get("adam_w_mode"), "adam_w_mode",
-                          "weight decay is always decoupled (AdamW), never added to the gradient");
-        if (p.get_bool("amsgrad", flag) && flag)
-            p.unsupported(*p.get("amsgrad"), "amsgrad", "the optimizer is plain AdamW");
-        p.finish();
+    p.get_number("lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+    p.get_number("weight_decay", 0.0, INFINITY, false, o.weight_decay, "a number >= 0");
+    const JsonValue* betas = p.get("betas");
+    if (betas && !p.is_auto(*betas, "betas")) {
+        bool ok = betas->is_array() && betas->size() == 2;
+        for (size_t i = 0; ok && i < 2; i++)
+            ok = (*betas)[i].is_number() && (*betas)[i].as_number() >= 0.0 && (*betas)[i].as_number() < 1.0;
+        if (!ok) p.bad(*betas, "betas", "an array of two numbers in [0, 1), like [0.9, 0.95]");
+        o.adam_beta1 = (float)(*betas)[0].as_number();
+        o.adam_beta2 = (float)(*betas)[1].as_number();
     }
+    p.get_number("eps", 0.0, 1.0, true, o.adam_eps, "a number in (0, 1]");
+    bool flag = false;
+    if (p.get_bool("adam_w_mode", flag) && !flag)
+        p.unsupported(*p.get("adam_w_mode"), "adam_w_mode",
+                      "weight decay is always decoupled (AdamW), never added to the gradient");
+    if (p.get_bool("amsgrad", flag) && flag)
+        p.unsupported(*p.get("amsgrad"), "amsgrad", "the optimizer is plain AdamW");
+    p.finish();
     opt.finish();
 }
 
@@ -301,15 +278,15 @@ void apply_scheduler(Section& top, TrainOptions& o) {
     p.get_int("warmup_num_steps", 0, INT_MAX, o.warmup_steps, "an integer >= 0");
     const char* shape;
     if (type == "WarmupLR") {
-        p.get_float("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        p.get_number("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
         o.final_lr_frac = 1.0f;
         shape = "linear warmup to warmup_max_lr, then constant";
     } else if (type == "WarmupDecayLR") {
-        p.get_float("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        p.get_number("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
         o.final_lr_frac = 0.0f;
         shape = "linear warmup to warmup_max_lr, then cosine (not linear) decay to 0 over the run's steps";
     } else if (type == "WarmupCosineLR") {
-        p.get_float("cos_min_ratio", 0.0, 1.0, false, o.final_lr_frac, "a number in [0, 1]");
+        p.get_number("cos_min_ratio", 0.0, 1.0, false, o.final_lr_frac, "a number in [0, 1]");
         shape = "linear warmup, then cosine decay to cos_min_ratio x the peak";
     } else {
         shape = "linear warmup over warmup_num_steps, then cosine decay to -q x the peak (this trainer's schedule)";

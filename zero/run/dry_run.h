@@ -100,13 +100,6 @@ extern template ZERO_DRY_RUN_RANK(bf16);
 extern template ZERO_DRY_RUN_RANK(f16);
 #endif
 
-// The ranks that stand for the run: one per pipeline stage (see the header).
-inline std::vector<int> dry_run_ranks(const RunSetup& run) {
-    std::vector<int> ranks;
-    for (int s = 0; s < run.pp; s++) ranks.push_back(run.grid().rank_of(s, 0, 0));
-    return ranks;
-}
-
 // fn.template operator()<T>() in the run's compute dtype
 template <typename Fn>
 auto in_dtype(DType dt, Fn&& fn) {
@@ -118,7 +111,8 @@ auto in_dtype(DType dt, Fn&& fn) {
 }
 
 inline std::vector<RecordedRank> dry_run(const TrainOptions& o, const RunSetup& run, std::vector<int> ranks = {}) {
-    if (ranks.empty()) ranks = dry_run_ranks(run);
+    if (ranks.empty())  // the ranks that stand for the run: one per pipeline stage (see the header)
+        for (int s = 0; s < run.pp; s++) ranks.push_back(run.grid().rank_of(s, 0, 0));
     std::vector<RecordedRank> out;
     for (int rank : ranks)
         out.push_back(in_dtype(run.dtype, [&](auto t) {

@@ -28,8 +28,9 @@
 #include "zero/engine/memory_predictor.h"
 #include "zero/run/run_setup.h"
 
-constexpr double DEVICE_MARGIN_BYTES = 1073741824.0, DEVICE_MARGIN_FRACTION = 0.02;
-constexpr double HOST_MARGIN_BYTES = 4.0 * 1073741824.0, HOST_MARGIN_FRACTION = 0.10;
+constexpr double GiB = 1073741824.0;  // bytes
+constexpr double DEVICE_MARGIN_BYTES = GiB, DEVICE_MARGIN_FRACTION = 0.02;
+constexpr double HOST_MARGIN_BYTES = 4.0 * GiB, HOST_MARGIN_FRACTION = 0.10;
 
 struct MemoryCapacity {
     double plan_device = 0;  // bytes of one rank's device in the plan (margin taken off where measured)
@@ -47,7 +48,7 @@ struct MemoryCapacity {
 
 inline std::string gib_text(double bytes) {
     char b[32];
-    snprintf(b, sizeof(b), "%.2f GiB", bytes / 1073741824.0);
+    snprintf(b, sizeof(b), "%.2f GiB", bytes / GiB);
     return b;
 }
 
@@ -87,16 +88,10 @@ inline MemoryCapacity memory_capacity(const TrainOptions& o) {
     c.shared = true;
     c.device_what = "available RAM, less the margin";
 #endif
-    c.plan_device = c.device;
-    c.plan_host = c.host;
-    if (o.host_memory_mib > 0) {  // as given, like --device_memory
-        c.plan_host = o.host_memory_mib * 1048576.0;
-        c.host_planned = true;
-    }
-    if (o.device_memory_mib > 0) {  // the user's number, as given: planning for another GPU
-        c.plan_device = o.device_memory_mib * 1048576.0;
-        c.planned = true;
-    }
+    // --device_memory and --host_memory: the user's numbers, as given (planning for another machine)
+    c.planned = o.device_memory_mib > 0, c.host_planned = o.host_memory_mib > 0;
+    c.plan_device = c.planned ? o.device_memory_mib * 1048576.0 : c.device;
+    c.plan_host = c.host_planned ? o.host_memory_mib * 1048576.0 : c.host;
     return c;
 }
 
@@ -228,7 +223,6 @@ int fitting_pipeline(const MemoryQuery& q, Ok ok) {
 
 inline void print_pipeline_option(const MemoryQuery& q, int P, int ranks) {
     if (P == 0) return;
-    const double GiB = 1073741824.0;
     MemoryQuery a = q;
     a.pp_layers = even_pipeline_plan(q.cfg.num_layers, P).layers;
     double dev, host;
@@ -241,7 +235,6 @@ inline void print_pipeline_option(const MemoryQuery& q, int P, int ranks) {
 constexpr int FIT_OPTIONS_SHOWN = 4;
 
 inline void print_fit_options(const std::vector<FitOption>& options, const char* what) {
-    const double GiB = 1073741824.0;
     if (options.empty()) {
         printf("  no combination of stage, micro-batch, recompute and offload makes %s fit\n", what);
         return;
@@ -253,8 +246,7 @@ inline void print_fit_options(const std::vector<FitOption>& options, const char*
 }
 
 // Both answers, one line each; true if the plan fits (the machine answered apart).
-inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run, bool* machine_ok = nullptr) {
-    const double GiB = 1073741824.0;
+inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run) {
     MemoryCapacity cap = memory_capacity(o);
     MemoryQuery q = run.memory_query(o);
     const int ranks = run.ranks_per_process;
@@ -266,29 +258,28 @@ inline bool print_fit_answers(const TrainOptions& o, const RunSetup& run, bool* 
                o.disk_memory_mib > 0 ? "the planned disk (--disk_memory)" : o.nvme_path.c_str(),
                cap.plan_disk > 0 ? gib_text(cap.plan_disk).c_str() : "an unknown amount",
                cap.plan_disk > 0 && disk * (o.disk_memory_mib > 0 ? 1 : ranks) > cap.plan_disk ? ": does NOT fit" : "");
-    char planned_host[64] = "";
-    if (cap.host_planned) snprintf(planned_host, sizeof(planned_host), " and a host of %.2f GiB (--host_memory)", cap.plan_host / GiB);
+    const std::string planned_host =
+        cap.host_planned ? " and a host of " + gib_text(cap.plan_host) + " (--host_memory)" : "";
     printf("per rank: %.2f GiB device + %.2f GiB host, on a device of %.2f GiB (%s)%s: %s\n", dev / GiB, host / GiB,
-           cap.plan_device / GiB, cap.planned ? "--device_memory" : cap.device_what.c_str(), planned_host,
+           cap.plan_device / GiB, cap.planned ? "--device_memory" : cap.device_what.c_str(), planned_host.c_str(),
            plan ? "fits" : "does NOT fit");
     if (ranks > 1 || cap.planned)
         printf("this machine hosting %d rank(s): %.2f GiB %s, has %.2f GiB%s: %s\n", ranks,
                ranks * (cap.shared ? dev + host : dev) / GiB, cap.shared ? "of RAM" : "on the device",
                (cap.shared ? cap.host : cap.device) / GiB, cap.shared ? "" : " (the host too)",
                machine ? "fits" : "does NOT fit");
-    if (machine_ok) *machine_ok = machine;
     return plan;
 }
 
 // --estimate 1: both answers, and the advice where the plan does not fit.
 inline bool estimate_fit(const TrainOptions& o, const RunSetup& run) {
-    bool machine = true;
-    bool plan = print_fit_answers(o, run, &machine);
+    bool plan = print_fit_answers(o, run);
     MemoryCapacity cap = memory_capacity(o);
     if (!plan) {
+        const MemoryQuery q = run.memory_query(o);
         auto ok = [&](const MemoryQuery& a) { return plan_fits(a, cap); };
-        print_fit_options(fitting_options(run.memory_query(o), ok), "each rank");
-        print_pipeline_option(run.memory_query(o), fitting_pipeline(run.memory_query(o), ok), run.world);
+        print_fit_options(fitting_options(q, ok), "each rank");
+        print_pipeline_option(q, fitting_pipeline(q, ok), run.world);
     }
     return plan;
 }
@@ -298,7 +289,6 @@ inline void refuse_if_too_big(const TrainOptions& o, const RunSetup& run) {
     MemoryQuery q = run.memory_query(o);
     const int ranks = run.ranks_per_process;
     if (plan_fits(q, cap) && machine_fits(q, ranks, cap)) return;
-    const double GiB = 1073741824.0;
     double dev, host;
     rank_need(q, dev, host);
     printf("this run does not fit:\n");

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -179,25 +180,6 @@ inline const std::vector<FlagSpec>& flag_specs() {
     return specs;
 }
 
-inline void print_usage(const char* prog) {
-    TrainOptions defaults;
-    printf("usage: %s [flags]\n\n", prog);
-    for (const FlagSpec& f : flag_specs()) {
-        char names[64];
-        snprintf(names, sizeof(names), "%s%s%s", f.short_name ? f.short_name : "", f.short_name ? ", " : "    ",
-                 f.long_name);
-        char def[128];
-        if (f.i) snprintf(def, sizeof(def), "%d", defaults.*f.i);
-        else if (f.l) snprintf(def, sizeof(def), "%ld", defaults.*f.l);
-        else if (f.u) snprintf(def, sizeof(def), "%llu", defaults.*f.u);
-        else if (f.f) snprintf(def, sizeof(def), "%g", defaults.*f.f);
-        else if (f.d) snprintf(def, sizeof(def), "%g", defaults.*f.d);
-        else snprintf(def, sizeof(def), "%s", (defaults.*f.s).c_str());
-        printf("  %-26s %s%s%s%s\n", names, f.help, def[0] ? " [" : "", def, def[0] ? "]" : "");
-    }
-    printf("\n  -h, --help                 this list\n");
-}
-
 // One option's value as --help prints it.
 inline std::string flag_value_text(const FlagSpec& f, const TrainOptions& o) {
     char v[256];
@@ -208,6 +190,19 @@ inline std::string flag_value_text(const FlagSpec& f, const TrainOptions& o) {
     else if (f.d) snprintf(v, sizeof(v), "%g", o.*f.d);
     else snprintf(v, sizeof(v), "%s", (o.*f.s).c_str());
     return v;
+}
+
+inline void print_usage(const char* prog) {
+    TrainOptions defaults;
+    printf("usage: %s [flags]\n\n", prog);
+    for (const FlagSpec& f : flag_specs()) {
+        char names[64];
+        snprintf(names, sizeof(names), "%s%s%s", f.short_name ? f.short_name : "", f.short_name ? ", " : "    ",
+                 f.long_name);
+        const std::string def = flag_value_text(f, defaults);
+        printf("  %-26s %s%s%s%s\n", names, f.help, def.empty() ? "" : " [", def.c_str(), def.empty() ? "" : "]");
+    }
+    printf("\n  -h, --help                 this list\n");
 }
 
 // Records which flags' values the DeepSpeed config changed (its batch keys count
@@ -298,21 +293,21 @@ inline void resolve_batch(TrainOptions& opts) {
     resolve_deepspeed_batch(opts, world / model_parallel);
 }
 
-// The options of a command line given as one string ("-e d12 -b 4 -z 2"), as
-// the trainer would take them: a run the reproduction or a profile describes.
-inline TrainOptions options_from_flags(const std::string& flags) {
+// A command line given as one string ("-e d12 -b 4 -z 2") parsed into opts, as
+// the trainer would take it.
+inline void parse_flag_string(const std::string& flags, TrainOptions& opts) {
     std::vector<std::string> words = {"train_gpt2_zero"};
-    size_t i = 0;
-    while (i < flags.size()) {
-        size_t j = flags.find_first_of(" \t", i);
-        if (j == std::string::npos) j = flags.size();
-        if (j > i) words.push_back(flags.substr(i, j - i));
-        i = j + 1;
-    }
+    std::istringstream in(flags);
+    for (std::string w; in >> w;) words.push_back(w);
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(&w[0]);
+    parse_flags((int)argv.size(), argv.data(), opts);
+}
+
+// The options of such a command line: a run the reproduction or a profile describes.
+inline TrainOptions options_from_flags(const std::string& flags) {
     TrainOptions o;
-    parse_flags((int)argv.size(), argv.data(), o);
+    parse_flag_string(flags, o);
     resolve_batch(o);
     return o;
 }

@@ -9,8 +9,8 @@
 #pragma once
 
 #include <cstdio>
+#include <fstream>
 #include <string>
-#include <vector>
 
 #include "zero/base/common.h"
 
@@ -25,26 +25,13 @@ inline bool main_log_line_before(const std::string& line, int resume_step) {
 // Opens main.log for a run starting at start_step (0: a new log).
 inline FILE* open_main_log(const std::string& path, int start_step) {
     if (start_step <= 0) return open_file(path, "w");
-    std::vector<std::string> kept;
-    if (FILE* f = fopen(path.c_str(), "r")) {
-        std::string line;
-        int ch;
-        while ((ch = fgetc(f)) != EOF) {
-            if (ch != '\n') {
-                line += (char)ch;
-                continue;
-            }
-            if (main_log_line_before(line, start_step)) kept.push_back(line);
-            line.clear();
-        }
-        if (!line.empty() && main_log_line_before(line, start_step)) kept.push_back(line);  // a torn last line
-        fclose(f);
-    }
     AtomicFile rewritten(path);
-    for (const std::string& l : kept) {
-        rewritten.write(l.data(), l.size());
-        rewritten.write("\n", 1);
-    }
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);)  // (a torn last line too)
+        if (main_log_line_before(line, start_step)) {
+            line += '\n';
+            rewritten.write(line.data(), line.size());
+        }
     rewritten.commit();
     return open_file(path, "a");
 }

@@ -18,22 +18,19 @@ struct ModelSource {
     std::function<void(const ParamLayout&, int u, float* dst)> read_unit;
 };
 
+// A source reading through `reader` (an HfGpt2Reader or a ModelFile), which it keeps.
+template <typename Reader>
+ModelSource model_source(std::shared_ptr<Reader> reader, const char* description) {
+    return {description, reader->cfg,
+            [reader](const ParamLayout& l, int u, float* dst) { reader->read_unit(l, u, dst); }};
+}
+
 inline ModelSource hf_model_source(const std::string& dir) {
-    auto hf = std::make_shared<HfGpt2Reader>(dir);
-    ModelSource s;
-    s.description = "a Hugging Face folder";
-    s.cfg = hf->cfg;
-    s.read_unit = [hf](const ParamLayout& l, int u, float* dst) { hf->read_unit(l, u, dst); };
-    return s;
+    return model_source(std::make_shared<HfGpt2Reader>(dir), "a Hugging Face folder");
 }
 
 inline ModelSource model_file_source(const std::string& file, const char* description = "an llm.c model file") {
-    auto mf = std::make_shared<ModelFile>(file);
-    ModelSource s;
-    s.description = description;
-    s.cfg = mf->cfg;
-    s.read_unit = [mf](const ParamLayout& l, int u, float* dst) { mf->read_unit(l, u, dst); };
-    return s;
+    return model_source(std::make_shared<ModelFile>(file), description);
 }
 
 // Whichever of the three `path` is; `flag` names the option in the error.

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <sstream>
 
 #include "zero/perf/simulate.h"
 #include "zero/perf/trace.h"
@@ -82,12 +81,7 @@ inline TrainOptions with_flags(const TrainOptions& o, const RunSetup& run, const
         if (flags[i] == '(') i = flags.find(')', i);
         else plain += flags[i];
     }
-    std::vector<std::string> words = {"prog"};
-    std::istringstream in(plain);
-    for (std::string w; in >> w;) words.push_back(w);
-    std::vector<char*> argv;
-    for (std::string& w : words) argv.push_back(&w[0]);
-    parse_flags((int)argv.size(), argv.data(), a);
+    parse_flag_string(plain, a);
     return a;
 }
 
@@ -146,7 +140,6 @@ inline Profile anchored_profile(Profile p) {
 }
 
 inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* out) {
-    const double GiB = 1073741824.0;
     HostClock clock;
     std::vector<RecordedRank> dry = dry_run(o, run);
     const double dry_s = clock.seconds();

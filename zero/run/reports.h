@@ -168,17 +168,15 @@ double matmul_peak_for_mfu(const KernelCtx& ctx, const RunSetup& run, size_t par
         printf("CPU threads: %d per rank, %d rank(s) in this process\n", run.cpu_threads_per_rank(),
                run.ranks_per_process);
 #endif
+#if defined(_OPENMP) && !defined(ZERO_CUDA)
+        omp_set_num_threads(process_cpu_threads());  // every core of the process: the other ranks wait
+#endif
         // (short where a record exists: it can only raise it)
-        PeakRecord rec = update_peak_record(key, [&](bool recorded) {
+        auto probe = [&](bool recorded) { return measure_matmul_peak_flops<T>(ctx, n, recorded ? 2 : 12); };
+        PeakRecord rec = update_peak_record(key, probe, peak_record_path());
 #if defined(_OPENMP) && !defined(ZERO_CUDA)
-            omp_set_num_threads(process_cpu_threads());  // every core of the process: the other ranks wait
+        omp_set_num_threads(run.cpu_threads_per_rank());
 #endif
-            double probe = measure_matmul_peak_flops<T>(ctx, n, recorded ? 2 : 12);
-#if defined(_OPENMP) && !defined(ZERO_CUDA)
-            omp_set_num_threads(run.cpu_threads_per_rank());
-#endif
-            return probe;
-        }, peak_record_path());
         if (!rec.note.empty()) printf("%s\n", rec.note.c_str());
         peak = rec.flops * (run.launch.world > 1 ? run.world : 1);
         printf("measured matmul peak: %s/s (%s); model: %s per token\n", flops_text(rec.flops).c_str(),

@@ -64,28 +64,13 @@ struct RunSetup {
 
     // One rank's prediction: of pipeline stage `stage` (every rank alike without a pipeline).
     MemoryQuery memory_query(const TrainOptions& o, int stage = 0) const {
-        MemoryQuery q;
+        MemoryQuery q{cfg, o.zero_stage, dp, tp, sp, dtype_size(dtype), o.micro_batch, o.seq_len, o.recompute,
+                      micro_steps, offload_optimizer, offload_param, nvme, nvme_fraction, disk.buffers,
+                      nvme_tile_numel, offload_grad_accum_device, offload_delay_steps > 0, offload_activations,
+                      o.partition_activations != 0,
+                      kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads)};
         if (pp > 1) q.pp_stage = pipeline.range(stage), q.pp_layers = pipeline.layers;
         q.gpipe = schedule == PipelineSchedule::GPipe;
-        q.cfg = cfg;
-        q.stage = o.zero_stage;
-        q.world = dp;
-        q.tp = tp;
-        q.sp = sp;
-        q.dtype_bytes = dtype_size(dtype);
-        q.micro_batch = o.micro_batch;
-        q.seq_len = o.seq_len;
-        q.recompute = o.recompute;
-        q.micro_steps = micro_steps;
-        q.offload_optimizer = offload_optimizer;
-        q.offload_nvme = nvme, q.nvme_fraction = nvme_fraction, q.nvme_buffers = disk.buffers;
-        q.nvme_tile_numel = nvme_tile_numel;
-        q.offload_param = offload_param;
-        q.offload_grad_accum_device = offload_grad_accum_device;
-        q.offload_delay = offload_delay_steps > 0;
-        q.offload_activations = offload_activations;
-        q.partition_activations = o.partition_activations != 0;
-        q.kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads);
         return q;
     }
     ZeroConfig zero_config(const TrainOptions& o) const {
@@ -130,23 +115,11 @@ inline std::string offload_delay_text(const RunSetup& r) {
 // The engine's other configs, straight from the options (whose defaults are the
 // only ones: zero/run/options.h).
 inline LossScalerConfig loss_scaler_config(const TrainOptions& o) {
-    LossScalerConfig c;
-    c.static_scale = o.loss_scale;
-    c.initial_scale_power = o.initial_scale_power;
-    c.window = o.loss_scale_window;
-    c.hysteresis = o.hysteresis;
-    c.min_scale = o.min_loss_scale;
-    return c;
+    return {o.loss_scale, o.initial_scale_power, o.loss_scale_window, o.hysteresis, o.min_loss_scale};
 }
 
 inline OptimizerConfig optimizer_config(const TrainOptions& o) {
-    OptimizerConfig c;
-    c.beta1 = o.adam_beta1;
-    c.beta2 = o.adam_beta2;
-    c.eps = o.adam_eps;
-    c.weight_decay = o.weight_decay;
-    c.grad_clip = o.grad_clip;
-    return c;
+    return {o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.grad_clip};
 }
 
 inline DType parse_precision(const std::string& p) {
@@ -170,6 +143,9 @@ inline bool parse_offload(const std::string& v, const char* flag) {
     if (v == "nvme") return true;
     fail("%s must be none, cpu or nvme (got '%s')", flag, v.c_str());
 }
+
+// A check's answer: empty, or its one-line error.
+inline void check_no_error(const std::string& err) { CHECK(err.empty(), "%s", err.c_str()); }
 
 inline RunSetup make_run_setup(const TrainOptions& o) {
     RunSetup r;
@@ -205,15 +181,12 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     }
 
     // the grid: tensor groups of tp ranks, pipelines of pp stages, ZeRO across the dp ranks of each data group
-    std::string grid_err = tp_grid_error(r.world, o.tp);
-    CHECK(grid_err.empty(), "%s", grid_err.c_str());
-    grid_err = grid3_error(r.world, o.tp, o.pp);
-    CHECK(grid_err.empty(), "%s", grid_err.c_str());
+    check_no_error(tp_grid_error(r.world, o.tp));
+    check_no_error(grid3_error(r.world, o.tp, o.pp));
     r.tp = o.tp;
     r.pp = o.pp;
     r.dp = r.world / (o.tp * o.pp);
-    std::string pp_err = pipeline_plan_error(r.cfg.num_layers, r.pp, o.pp_layers);
-    CHECK(pp_err.empty(), "%s", pp_err.c_str());
+    check_no_error(pipeline_plan_error(r.cfg.num_layers, r.pp, o.pp_layers));
     CHECK(o.pp_layers.empty() || r.pp > 1, "--pp_layers sets the layers of each pipeline stage: it needs --pp > 1");
     r.pipeline = make_pipeline_plan(r.cfg.num_layers, r.pp, o.pp_layers);
     CHECK(o.pp_schedule == "1f1b" || o.pp_schedule == "gpipe", "--pp_schedule must be 1f1b or gpipe (got '%s')",
@@ -224,8 +197,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
         fprintf(stderr, "note: pipeline parallelism across processes (NCCL send/receive) has not yet run on GPUs\n");
 #endif
     if (r.tp > 1) {
-        std::string tp_err = tensor_parallel_error(r.cfg, r.tp);
-        CHECK(tp_err.empty(), "%s", tp_err.c_str());
+        check_no_error(tensor_parallel_error(r.cfg, r.tp));
 #ifdef ZERO_CUDA
         // Emulated ranks on one GPU have matched the CPU build (H100,
         // test/run_gpu_train_tests.sh); NCCL's ncclCommSplit, which gives a
@@ -307,8 +279,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
     for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
         ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
-        std::string err = ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate();
-        CHECK(err.empty(), "%s", err.c_str());
+        check_no_error(ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate());
     }
 
     // optimisation
