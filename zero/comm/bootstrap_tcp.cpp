@@ -198,7 +198,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
     owner[0] = -2;
     std::set<std::string> gpus;  // "host\nbus id" of every rank so far
     if (!mine.gpu.empty()) gpus.insert(mine.host + "\n" + lower(mine.gpu));
-    bool invalid = false, timed_out = false;
+    bool invalid = false;
 
     auto missing_ranks = [&]() {
         std::vector<int> m;
@@ -218,11 +218,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
         }
     };
 
-    while ((int)arrived.size() < world - 1) {
-        if (Clock::now() >= deadline) {
-            timed_out = true;
-            break;
-        }
+    while ((int)arrived.size() < world - 1 && Clock::now() < deadline) {
         if (Clock::now() >= next_note) {
             fprintf(stderr, "note: rank 0 is waiting at %s for rank(s) %s of %d\n", endpoint(o).c_str(),
                     rank_list(missing_ranks()).c_str(), world);
@@ -273,6 +269,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
             for (int fd; (fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;)
                 pending.push_back(Conn{Fd(fd)});
     }
+    const bool timed_out = (int)arrived.size() < world - 1;
     listener.reset();  // later connections are refused: nobody is waiting for them any more
     pending.clear();
 
