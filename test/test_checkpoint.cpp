@@ -52,7 +52,7 @@ static void check_reslicing(const ParamLayout& layout, int old_n, int old_stage,
         std::vector<float> arr[3];
         for (int a = 0; a < 3; a++) arr[a].assign(n, -7.0f);
         float* arrays[3] = {arr[0].data(), arr[1].data(), arr[2].data()};
-        read_optim_files(dir, layout, old_n, 1, plan, new_stage, r, 0, arrays);
+        read_optim_files(dir, layout, old_n, 1, PipelinePlan{}, plan, new_stage, r, 0, arrays);
         size_t bad = 0, checked = 0;
         for (int u = 0; u < plan.num_units(); u++)
             for (size_t i = 0; i < plan.units[u].numel; i++) {

@@ -54,7 +54,7 @@ static void check_mapping(const GPT2Config& cfg, int t, int d, int t2, int d2) {
                 size_t hi = std::min(range == d2 ? new_plan.padded[u] : lo + new_plan.slice_numel(u),
                                      new_plan.units[u].numel);
                 if (lo >= hi) continue;
-                std::vector<ResliceRun> runs = reslice_runs(old_layout, old_plan, new_layout, tp, u, lo, hi);
+                std::vector<ResliceRun> runs = reslice_runs(old_layout, old_plan, u, 0, new_layout, tp, u, lo, hi);
                 for (int a = 0; a < 3; a++) {
                     for (size_t i = 0; i < full.size(); i++) full[i] = pattern(u, i, a);
                     std::vector<float> expect(new_plan.padded[u], 0.0f), got(new_plan.padded[u], 0.0f);
@@ -116,7 +116,7 @@ static void check_files(const GPT2Config& cfg, int t, int d, int stage, int t2, 
             auto expect = arrays_of(new_layout, new_plan, stage2, dp, tp, 0.0f);
             std::vector<std::vector<float>> got(3, std::vector<float>(expect[0].size(), 0.0f));
             float* arrays[3] = {got[0].data(), got[1].data(), got[2].data()};
-            read_optim_files(dir, new_layout, t * d, t, new_plan, stage2, dp, tp, arrays);
+            read_optim_files(dir, new_layout, t * d, t, PipelinePlan{}, new_plan, stage2, dp, tp, arrays);
             for (int a = 0; a < 3; a++)
                 for (size_t i = 0; i < got[a].size(); i++, checked++) wrong += got[a][i] != expect[a][i];
         }

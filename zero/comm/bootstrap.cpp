@@ -17,6 +17,7 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -107,31 +108,20 @@ std::string bootstrap_validate(std::vector<BootstrapRecord> recs, int world, boo
         if (!missing.empty())
             return "rank(s) " + bootstrap_detail::rank_list(missing) + " of " + std::to_string(world) + " are missing";
     }
-    // two ranks on one GPU: sort by (host, bus id, rank) and look at neighbours;
-    // the lowest such pair of ranks is reported
-    std::vector<BootstrapRecord> by_gpu;
+    // two ranks on one GPU: each GPU's ranks in rank order; of the GPUs with
+    // two or more, the one whose lowest rank is lowest is reported
+    std::map<std::string, std::vector<const BootstrapRecord*>> by_gpu;  // "host\nbus id" -> its ranks
     for (const BootstrapRecord& r : recs)
-        if (!r.gpu.empty()) {
-            by_gpu.push_back(r);
-            by_gpu.back().gpu = lower(r.gpu);
-        }
-    std::sort(by_gpu.begin(), by_gpu.end(), [](const BootstrapRecord& a, const BootstrapRecord& b) {
-        if (a.host != b.host) return a.host < b.host;
-        if (a.gpu != b.gpu) return a.gpu < b.gpu;
-        return a.rank < b.rank;
-    });
+        if (!r.gpu.empty()) by_gpu[r.host + "\n" + lower(r.gpu)].push_back(&r);
     const BootstrapRecord *first = nullptr, *second = nullptr;
-    for (size_t i = 0; i + 1 < by_gpu.size(); i++) {
-        const BootstrapRecord &a = by_gpu[i], &b = by_gpu[i + 1];
-        if (a.host != b.host || a.gpu != b.gpu) continue;
-        if (i > 0 && by_gpu[i - 1].host == a.host && by_gpu[i - 1].gpu == a.gpu) continue;  // not the group's lowest
-        if (!first || a.rank < first->rank) first = &a, second = &b;
-    }
+    for (const auto& gpu : by_gpu)
+        if (gpu.second.size() > 1 && (!first || gpu.second[0]->rank < first->rank))
+            first = gpu.second[0], second = gpu.second[1];
     if (first) {
         snprintf(msg, sizeof(msg),
                  "ranks %d and %d both use GPU %s on host %s: NCCL cannot run two ranks on one GPU; to emulate N "
                  "ranks on one GPU run one process with --ranks N",
-                 first->rank, second->rank, first->gpu.c_str(), first->host.c_str());
+                 first->rank, second->rank, lower(first->gpu).c_str(), first->host.c_str());
         return msg;
     }
     return "";

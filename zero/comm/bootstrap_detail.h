@@ -1,12 +1,7 @@
 // The rendezvous's internals, shared by its three .cpp files (zero/comm/bootstrap.h
 // is the interface and describes the protocols): the wire format's sizes and
 // magic strings, the helpers both transports use, and the transports' entry
-// points that rendezvous() picks from.
-//
-//   zero/comm/bootstrap.cpp       the records' checks, the options, rendezvous(),
-//                                 and the shared helpers declared here
-//   zero/comm/bootstrap_tcp.cpp   rank 0's TCP server (serve) and the others' client (join)
-//   zero/comm/bootstrap_file.cpp  the shared-file variant (file_publish, file_wait)
+// points that rendezvous() picks from (each declared below with its file).
 #pragma once
 
 #include <chrono>

@@ -19,9 +19,6 @@
 
 namespace bootstrap_detail {
 
-// ---------------------------------------------------------------------------
-// through a shared file
-
 std::vector<uint8_t> file_publish(const BootstrapRecord& mine, const BootstrapPayloadFn& make_payload,
                                   const BootstrapOptions& o) {
     const std::string& path = o.id_file;

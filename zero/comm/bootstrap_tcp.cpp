@@ -18,7 +18,6 @@
 #include <vector>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -64,28 +63,18 @@ struct Fd {
     int fd = -1;
     Fd() = default;
     explicit Fd(int f) : fd(f) {}
-    Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+    Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }  // (and so not copyable)
     Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd = o.fd;
-            o.fd = -1;
-        }
+        reset();
+        std::swap(fd, o.fd);
         return *this;
     }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
     ~Fd() { reset(); }
     void reset() {
         if (fd >= 0) close(fd);
         fd = -1;
     }
 };
-
-void set_nonblocking(int fd) {
-    int flags = fcntl(fd, F_GETFL, 0);
-    if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
 
 // Waits until `fd` is ready for `events`; false on timeout. Restarts after signals.
 bool wait_fd(int fd, short events, Clock::time_point deadline) {
@@ -98,45 +87,32 @@ bool wait_fd(int fd, short events, Clock::time_point deadline) {
     }
 }
 
-// Sends all `n` bytes (non-blocking socket) or returns false with the reason.
-bool send_all(int fd, const void* data, size_t n, Clock::time_point deadline, std::string& err) {
-    const uint8_t* p = (const uint8_t*)data;
+// Sends, or receives, exactly `n` bytes (non-blocking socket) or returns false
+// with the reason ("connection closed" when the peer closed first).
+bool transfer_all(int fd, bool sending, uint8_t* p, size_t n, Clock::time_point deadline, std::string& err) {
     while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k > 0) {
-            p += k;
-            n -= (size_t)k;
-        } else if (k < 0 && errno == EINTR) {
-            continue;
-        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (!wait_fd(fd, POLLOUT, deadline)) return err = "timed out sending", false;
-        } else {
-            return err = k < 0 ? strerror(errno) : "send returned 0", false;
-        }
-    }
-    return true;
-}
-
-// Receives exactly `n` bytes or returns false with the reason ("connection
-// closed" when the peer closed first).
-bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, std::string& err) {
-    uint8_t* p = (uint8_t*)data;
-    while (n > 0) {
-        ssize_t k = recv(fd, p, n, 0);
+        ssize_t k = sending ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
         if (k > 0) {
             p += k;
             n -= (size_t)k;
         } else if (k == 0) {
-            return err = "connection closed", false;
+            return err = sending ? "send returned 0" : "connection closed", false;
         } else if (errno == EINTR) {
             continue;
         } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            if (!wait_fd(fd, POLLIN, deadline)) return err = "timed out", false;
+            if (!wait_fd(fd, sending ? POLLOUT : POLLIN, deadline))
+                return err = sending ? "timed out sending" : "timed out", false;
         } else {
             return err = strerror(errno), false;
         }
     }
     return true;
+}
+bool send_all(int fd, const void* data, size_t n, Clock::time_point deadline, std::string& err) {
+    return transfer_all(fd, true, (uint8_t*)data, n, deadline, err);
+}
+bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, std::string& err) {
+    return transfer_all(fd, false, (uint8_t*)data, n, deadline, err);
 }
 
 std::vector<uint8_t> encode_reply(bool ok, const void* data, size_t n) {
@@ -186,7 +162,7 @@ Fd listen_master(const BootstrapOptions& o) {
         if (addr.ss_family == AF_INET) ((sockaddr_in*)&addr)->sin_addr.s_addr = htonl(INADDR_ANY);
         else if (addr.ss_family == AF_INET6) ((sockaddr_in6*)&addr)->sin6_addr = in6addr_any;
     }
-    Fd s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd s(socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));  // (accepts never block)
     CHECK(s.fd >= 0, "rank 0 cannot create a socket: %s", strerror(errno));
     int one = 1;
     setsockopt(s.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -198,7 +174,6 @@ Fd listen_master(const BootstrapOptions& o) {
                                   : "");
     }
     CHECK(listen(s.fd, 1024) == 0, "rank 0 cannot listen on %s: %s", endpoint(o).c_str(), strerror(errno));
-    set_nonblocking(s.fd);
     return s;
 }
 
@@ -223,7 +198,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
     owner[0] = -2;
     std::set<std::string> gpus;  // "host\nbus id" of every rank so far
     if (!mine.gpu.empty()) gpus.insert(mine.host + "\n" + lower(mine.gpu));
-    bool invalid = false, timed_out = false;
+    bool invalid = false;
 
     auto missing_ranks = [&]() {
         std::vector<int> m;
@@ -243,11 +218,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
         }
     };
 
-    while ((int)arrived.size() < world - 1) {
-        if (Clock::now() >= deadline) {
-            timed_out = true;
-            break;
-        }
+    while ((int)arrived.size() < world - 1 && Clock::now() < deadline) {
         if (Clock::now() >= next_note) {
             fprintf(stderr, "note: rank 0 is waiting at %s for rank(s) %s of %d\n", endpoint(o).c_str(),
                     rank_list(missing_ranks()).c_str(), world);
@@ -294,16 +265,11 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
             if (!drop) still.push_back(std::move(c));
         }
         pending = std::move(still);
-        if (fds[0].revents) {
-            for (;;) {
-                int fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-                if (fd < 0) break;  // EAGAIN: no more; anything else: that client's problem
-                Conn c;
-                c.fd = Fd(fd);
-                pending.push_back(std::move(c));
-            }
-        }
+        if (fds[0].revents)  // accept until accept4 fails (EAGAIN: no more; anything else: that client's problem)
+            for (int fd; (fd = accept4(listener.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;)
+                pending.push_back(Conn{Fd(fd)});
     }
+    const bool timed_out = (int)arrived.size() < world - 1;
     listener.reset();  // later connections are refused: nobody is waiting for them any more
     pending.clear();
 

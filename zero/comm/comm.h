@@ -1,13 +1,7 @@
 // One communication interface for the stages, two backends behind it:
 // EmulatedComm (N ranks as threads of one process; zero/comm/comm_emulated.h) and
-// NcclComm (one rank per process and GPU; zero/comm/comm_nccl.h).
-//
-// Every collective counts, per rank, the bytes it sends and receives. The
-// emulated backend counts the bytes it actually reads from peers' buffers and
-// the bytes of its own buffers peers read; NCCL's are those of its ring
-// algorithms. Both equal the textbook ring volumes: reduce-scatter and
-// all-gather move (N-1)/N of the full buffer in each direction per rank,
-// all-reduce twice that.
+// NcclComm (one rank per process and GPU; zero/comm/comm_nccl.h). Every
+// collective counts, per rank, the bytes it sends and receives (below).
 #pragma once
 
 #include <cstdint>
@@ -117,11 +111,9 @@ class Comm {
     virtual void barrier() = 0;
 
     // Small host-side reductions (losses, norms, overflow flags): blocking, and
-    // summed in rank order so every rank gets the same bits. (A dry run's
-    // value is this rank's own: its values are not the real ones, only its
-    // control flow is.)
-    double sum_scalar(double x) { return scalar(x, [&] { return run_sum_scalar(x); }); }
-    double max_scalar(double x) { return scalar(x, [&] { return run_max_scalar(x); }); }
+    // reduced in rank order so every rank gets the same bits (a dry run's: its own; comm_dry.h).
+    double sum_scalar(double x) { return scalar(x, [](double a, double b) { return a + b; }); }
+    double max_scalar(double x) { return scalar(x, [](double a, double b) { return a > b ? a : b; }); }
 
     // Point-to-point, between pipeline stages: `bytes` of `buf` to or from rank
     // `peer`. A send completes once the peer has received it, so two ranks that
@@ -164,8 +156,7 @@ class Comm {
     virtual void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) = 0;
     virtual void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) = 0;
     virtual void run_broadcast(void* buf, size_t bytes, int root, Stream s) = 0;
-    virtual double run_sum_scalar(double x) = 0;
-    virtual double run_max_scalar(double x) = 0;
+    virtual std::vector<double> run_gather_scalar(double x) = 0;  // every rank's x, in rank order
     virtual void run_send(const void* buf, size_t bytes, int peer, Stream s) = 0;
     virtual void run_recv(void* buf, size_t bytes, int peer, Stream s) = 0;
     virtual void run_group_start() = 0;
@@ -190,14 +181,15 @@ class Comm {
         }, nullptr, false);
         if (grouping && tl_recorder) grouped.push_back({(int)tl_recorder->ops.size() - 1, s});
     }
-    template <typename Run>
-    double scalar(double x, Run&& run) {
+    double scalar(double x, double (*reduce)(double, double)) {
         StepOp op = step_op(OpKind::Scalar, Lane::Host);
         op.group = group_name, op.bytes = sizeof(double);
         double out = x;
         perform(op, nullptr, [&] {
             NotRecorded backend_own;
-            out = run();
+            const std::vector<double> all = run_gather_scalar(x);
+            out = all[0];
+            for (size_t k = 1; k < all.size(); k++) out = reduce(out, all[k]);
         }, nullptr, false);
         stats.add(CommOp::Scalar, (world - 1) * sizeof(double), (world - 1) * sizeof(double));
         return out;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "zero/comm/comm.h"
 
@@ -25,8 +26,7 @@ class DryComm : public Comm {
     void run_reduce_scatter_sum(const void*, void*, size_t, DType, Stream) override {}
     void run_all_gather(const void*, void*, size_t, DType, Stream) override {}
     void run_broadcast(void*, size_t, int, Stream) override {}
-    double run_sum_scalar(double x) override { return x; }
-    double run_max_scalar(double x) override { return x; }
+    std::vector<double> run_gather_scalar(double x) override { return {x}; }
     void run_send(const void*, size_t, int, Stream) override {}
     void run_recv(void*, size_t, int, Stream) override {}
     void run_group_start() override {}

@@ -83,12 +83,10 @@ class ThreadBarrier {
 // worlds of the groups split from it, which live as long as it does.
 struct EmulatedWorld {
     explicit EmulatedWorld(int n, double timeout_s = 0)
-        : world(n), barrier(n, timeout_s), send(n), recv(n), scalar(n), ready(n), done(n), split_color(n),
-          split_key(n) {}
+        : world(n), barrier(n, timeout_s), send(n), scalar(n), ready(n), done(n), split_color(n), split_key(n) {}
     const int world;
     ThreadBarrier barrier;
     std::vector<const void*> send;
-    std::vector<void*> recv;
     std::vector<double> scalar;
     std::vector<Event> ready, done;  // per rank, recorded on its stream (GPU only)
     std::vector<int> split_color, split_key;
@@ -124,11 +122,9 @@ class EmulatedComm : public Comm {
         // chunk r of every peer into its own chunk r, then copies peers' chunks.
         size_t esz = dtype_size(dt);
         size_t lo = chunk_begin(count, rank), hi = chunk_begin(count, rank + 1);
-        enter(buf, buf, s, "all_reduce");
-        std::vector<const void*> srcs(world);
-        for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + lo * esz;
-        reduce(dt, (char*)buf + lo * esz, srcs.data(), hi - lo, s);
-        middle(s);
+        enter(buf, s, "all_reduce");
+        reduce(dt, (char*)buf + lo * esz, lo * esz, hi - lo, s);
+        meet(shared.ready, s, "all_reduce");  // everyone's reduced chunk is ready
         for (int k = 0; k < world; k++) {
             if (k == rank) continue;
             size_t klo = chunk_begin(count, k), khi = chunk_begin(count, k + 1);
@@ -139,16 +135,14 @@ class EmulatedComm : public Comm {
 
     void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
         size_t esz = dtype_size(dt);
-        enter(send, recv, s, "reduce_scatter");
-        std::vector<const void*> srcs(world);
-        for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + rank * recvcount * esz;
-        reduce(dt, recv, srcs.data(), recvcount, s);
+        enter(send, s, "reduce_scatter");
+        reduce(dt, recv, rank * recvcount * esz, recvcount, s);
         leave(s);
     }
 
     void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
         size_t bytes = sendcount * dtype_size(dt);
-        enter(send, recv, s, "all_gather");
+        enter(send, s, "all_gather");
         for (int k = 0; k < world; k++) {
             if (k == rank && send == (const char*)recv + k * bytes) continue;  // in place: mine is there
             device_copy((char*)recv + k * bytes, shared.send[k], bytes, s);
@@ -157,17 +151,18 @@ class EmulatedComm : public Comm {
     }
 
     void run_broadcast(void* buf, size_t bytes, int root, Stream s) override {
-        enter(buf, buf, s, "broadcast");
+        enter(buf, s, "broadcast");
         if (rank != root) device_copy(buf, shared.send[root], bytes, s);
         leave(s);
     }
     void run_send(const void* buf, size_t bytes, int peer, Stream s) override { post({true, (void*)buf, bytes, peer, s}); }
     void run_recv(void* buf, size_t bytes, int peer, Stream s) override { post({false, buf, bytes, peer, s}); }
-    double run_sum_scalar(double x) override {
-        return scalar_reduce(x, [](double a, double b) { return a + b; });
-    }
-    double run_max_scalar(double x) override {
-        return scalar_reduce(x, [](double a, double b) { return a > b ? a : b; });
+    std::vector<double> run_gather_scalar(double x) override {
+        shared.scalar[rank] = x;
+        shared.barrier.wait(rank, "a scalar reduction");
+        std::vector<double> all = shared.scalar;
+        shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
+        return all;
     }
 
     void run_group_start() override { grouped = true; }
@@ -190,19 +185,14 @@ class EmulatedComm : public Comm {
         std::stable_sort(members.begin(), members.end(),
                          [&](int a, int b) { return shared.split_key[a] < shared.split_key[b]; });
         int new_rank = (int)(std::find(members.begin(), members.end(), rank) - members.begin());
-        std::pair<int, int> id{splits, color};
-        splits++;
+        const std::pair<int, int> id{splits++, color};
         if (new_rank == 0) {
             std::lock_guard<std::mutex> lock(shared.children_mu);
             shared.children[id] = std::make_unique<EmulatedWorld>((int)members.size(), shared.barrier.timeout_s());
         }
         shared.barrier.wait();  // every group's world exists; the mailboxes may be reused
-        EmulatedWorld* group;
-        {
-            std::lock_guard<std::mutex> lock(shared.children_mu);
-            group = shared.children.at(id).get();
-        }
-        return std::make_unique<EmulatedComm>(*group, new_rank, ctx);
+        std::lock_guard<std::mutex> lock(shared.children_mu);
+        return std::make_unique<EmulatedComm>(*shared.children.at(id), new_rank, ctx);
     }
 
   private:
@@ -294,47 +284,33 @@ class EmulatedComm : public Comm {
 
     size_t chunk_begin(size_t count, int k) const { return count * k / world; }
 
-    // Publish my buffers and make my stream wait until every peer's data is ready.
-    void enter(const void* send, void* recv, Stream s, const char* what) {
-        shared.send[rank] = send;
-        shared.recv[rank] = recv;
-        event_record(shared.ready[rank], s);
+    // Record my event of `events` on my stream, meet the peers, and make my
+    // stream wait on theirs.
+    void meet(std::vector<Event>& events, Stream s, const char* what) {
+        event_record(events[rank], s);
         shared.barrier.wait(rank, what);
         for (int k = 0; k < world; k++)
-            if (k != rank) stream_wait(s, shared.ready[k]);
+            if (k != rank) stream_wait(s, events[k]);
     }
-    // Between the two phases of an all-reduce: everyone's reduced chunk is ready.
-    void middle(Stream s) {
-        event_record(shared.ready[rank], s);
-        shared.barrier.wait(rank, "all_reduce");
-        for (int k = 0; k < world; k++)
-            if (k != rank) stream_wait(s, shared.ready[k]);
+    // Publish my buffer and make my stream wait until every peer's data is ready.
+    void enter(const void* send, Stream s, const char* what) {
+        shared.send[rank] = send;
+        meet(shared.ready, s, what);
     }
     // Do not return (and later overwrite my buffers) until every peer has read them.
-    void leave(Stream s) {
-        event_record(shared.done[rank], s);
-        shared.barrier.wait(rank, "a collective's exit");
-        for (int k = 0; k < world; k++)
-            if (k != rank) stream_wait(s, shared.done[k]);
-    }
+    void leave(Stream s) { meet(shared.done, s, "a collective's exit"); }
 
-    void reduce(DType dt, void* dst, const void* const* srcs, size_t n, Stream s) {
+    // dst = the sum over ranks of the n elements at byte `offset` of each rank's published buffer
+    void reduce(DType dt, void* dst, size_t offset, size_t n, Stream s) {
+        std::vector<const void*> srcs(world);
+        for (int k = 0; k < world; k++) srcs[k] = (const char*)shared.send[k] + offset;
         KernelCtx c = ctx;
         c.stream = s;
         switch (dt) {
-            case DType::F32: reduce_sum(c, (float*)dst, (const float* const*)srcs, world, n); break;
-            case DType::BF16: reduce_sum(c, (bf16*)dst, (const bf16* const*)srcs, world, n); break;
-            case DType::F16: reduce_sum(c, (f16*)dst, (const f16* const*)srcs, world, n); break;
+            case DType::F32: reduce_sum(c, (float*)dst, (const float* const*)srcs.data(), world, n); break;
+            case DType::BF16: reduce_sum(c, (bf16*)dst, (const bf16* const*)srcs.data(), world, n); break;
+            case DType::F16: reduce_sum(c, (f16*)dst, (const f16* const*)srcs.data(), world, n); break;
         }
-    }
-
-    double scalar_reduce(double x, double (*op)(double, double)) {
-        shared.scalar[rank] = x;
-        shared.barrier.wait(rank, "a scalar reduction");
-        double acc = shared.scalar[0];
-        for (int k = 1; k < world; k++) acc = op(acc, shared.scalar[k]);
-        shared.barrier.wait(rank, "a scalar reduction");  // nobody overwrites its mailbox before all have read
-        return acc;
     }
 };
 

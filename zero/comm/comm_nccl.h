@@ -16,9 +16,6 @@
 // double would also agree across ranks, but in NCCL's order, not rank order.)
 // That is N-1 doubles each way per rank, the count CommStats gets.
 //
-// Byte counts are those of NCCL's ring algorithms, written the way the emulated
-// backend counts them so that both backends report the same numbers.
-//
 // Point-to-point (pipeline stages) is ncclSend / ncclRecv; the operations
 // between group_start() and group_end() go inside ncclGroupStart/End, so a
 // stage's send to a neighbour and its receive from it progress together. The
@@ -107,50 +104,6 @@ class NcclComm : public Comm {
 
     const char* backend_name() const override { return "nccl"; }
 
-  protected:
-    void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
-        if (count == 0) return;
-        ordered(s);
-        ncclCheck(ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s));
-        issued(s, "all_reduce");
-    }
-    void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
-        if (recvcount == 0) return;
-        ordered(s);
-        ncclCheck(ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s));
-        issued(s, "reduce_scatter");
-    }
-    void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
-        if (sendcount == 0) return;
-        ordered(s);
-        ncclCheck(ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s));
-        issued(s, "all_gather");
-    }
-    void run_broadcast(void* buf, size_t bytes, int root, Stream s) override {
-        if (bytes == 0) return;
-        ordered(s);
-        ncclCheck(ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s));
-        issued(s, "broadcast");
-    }
-    double run_sum_scalar(double x) override {
-        const double* v = gather_scalar(x);
-        double acc = v[0];
-        for (int k = 1; k < world; k++) acc = acc + v[k];
-        return acc;
-    }
-    double run_max_scalar(double x) override {
-        const double* v = gather_scalar(x);
-        double acc = v[0];
-        for (int k = 1; k < world; k++) acc = acc > v[k] ? acc : v[k];
-        return acc;
-    }
-    void run_send(const void* buf, size_t bytes, int peer, Stream s) override {
-        point_to_point(true, (void*)buf, bytes, peer, s);
-    }
-    void run_recv(void* buf, size_t bytes, int peer, Stream s) override { point_to_point(false, buf, bytes, peer, s); }
-
-  public:
-
     // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
     void barrier() override {
         ordered(internal);
@@ -159,7 +112,48 @@ class NcclComm : public Comm {
         wait(internal);
     }
 
+    // ncclCommSplit: a collective over this communicator's ranks.
+    std::unique_ptr<Comm> split(int color, int key) override {
+        ncclComm_t sub = nullptr;
+        ncclCheck(ncclCommSplit(comm, color, key, &sub, nullptr));
+        int sub_rank = 0, sub_world = 0;
+        ncclCheck(ncclCommUserRank(sub, &sub_rank));
+        ncclCheck(ncclCommCount(sub, &sub_world));
+        return std::make_unique<NcclComm>(sub, sub_rank, sub_world, timeout);  // (--timeout holds in every group)
+    }
+
   protected:
+    void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {
+        collective(count, s, "all_reduce",
+                   [&] { return ncclAllReduce(buf, buf, count, nccl_dtype(dt), ncclSum, comm, s); });
+    }
+    void run_reduce_scatter_sum(const void* send, void* recv, size_t recvcount, DType dt, Stream s) override {
+        collective(recvcount, s, "reduce_scatter",
+                   [&] { return ncclReduceScatter(send, recv, recvcount, nccl_dtype(dt), ncclSum, comm, s); });
+    }
+    void run_all_gather(const void* send, void* recv, size_t sendcount, DType dt, Stream s) override {
+        collective(sendcount, s, "all_gather",
+                   [&] { return ncclAllGather(send, recv, sendcount, nccl_dtype(dt), comm, s); });
+    }
+    void run_broadcast(void* buf, size_t bytes, int root, Stream s) override {
+        collective(bytes, s, "broadcast", [&] { return ncclBroadcast(buf, buf, bytes, ncclUint8, root, comm, s); });
+    }
+    void run_send(const void* buf, size_t bytes, int peer, Stream s) override {
+        point_to_point(true, (void*)buf, bytes, peer, s);
+    }
+    void run_recv(void* buf, size_t bytes, int peer, Stream s) override { point_to_point(false, buf, bytes, peer, s); }
+    std::vector<double> run_gather_scalar(double x) override {
+        scalars_host[rank] = x;
+        ordered(internal);
+        cudaCheck(cudaMemcpyAsync(scalars_dev + rank, scalars_host + rank, sizeof(double), cudaMemcpyHostToDevice,
+                                  internal));
+        ncclCheck(ncclAllGather(scalars_dev + rank, scalars_dev, 1, ncclFloat64, comm, internal));  // in place
+        issued(internal, "a scalar reduction");
+        cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
+                                  internal));
+        wait(internal);
+        return std::vector<double>(scalars_host, scalars_host + world);
+    }
     void run_group_start() override {
         ncclCheck(ncclGroupStart());
         in_group = true;
@@ -170,18 +164,6 @@ class NcclComm : public Comm {
         ncclCheck(ncclGroupEnd());
         in_group = false;
         if (!group_what.empty()) issued(group_stream, group_what);
-    }
-
-  public:
-
-    // ncclCommSplit: a collective over this communicator's ranks.
-    std::unique_ptr<Comm> split(int color, int key) override {
-        ncclComm_t sub = nullptr;
-        ncclCheck(ncclCommSplit(comm, color, key, &sub, nullptr));
-        int sub_rank = 0, sub_world = 0;
-        ncclCheck(ncclCommUserRank(sub, &sub_rank));
-        ncclCheck(ncclCommCount(sub, &sub_world));
-        return std::make_unique<NcclComm>(sub, sub_rank, sub_world, timeout);  // (--timeout holds in every group)
     }
 
   private:
@@ -221,6 +203,14 @@ class NcclComm : public Comm {
         group_stream = s;
     }
 
+    // One bulk collective on s (none for an empty buffer), in issue order and watched.
+    template <typename Call>
+    void collective(size_t count, Stream s, const char* what, Call call) {
+        if (count == 0) return;
+        ordered(s);
+        ncclCheck(call());
+        issued(s, what);
+    }
     // Keep this communicator's collectives in issue order across streams.
     void ordered(Stream s) {
         if (any_issued && s != last_stream) stream_wait(s, last_done);
@@ -282,19 +272,6 @@ class NcclComm : public Comm {
         }
     }
 
-    // Every rank's x, in rank order, in scalars_host.
-    const double* gather_scalar(double x) {
-        scalars_host[rank] = x;
-        ordered(internal);
-        cudaCheck(cudaMemcpyAsync(scalars_dev + rank, scalars_host + rank, sizeof(double), cudaMemcpyHostToDevice,
-                                  internal));
-        ncclCheck(ncclAllGather(scalars_dev + rank, scalars_dev, 1, ncclFloat64, comm, internal));  // in place
-        issued(internal, "a scalar reduction");
-        cudaCheck(cudaMemcpyAsync(scalars_host, scalars_dev, world * sizeof(double), cudaMemcpyDeviceToHost,
-                                  internal));
-        wait(internal);
-        return scalars_host;
-    }
 };
 
 // Which GPU this rank drives: GPU local_rank of those it sees. A process that
@@ -322,16 +299,12 @@ inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>
     const int device = select_rank_device(env);
     cudaCheck(cudaSetDevice(device));
 
-    BootstrapRecord mine;
-    mine.rank = env.rank;
-    mine.world = env.world;
     char bus[64] = {};
     cudaCheck(cudaDeviceGetPCIBusId(bus, sizeof(bus), device));
     for (char* p = bus; *p; p++) *p = (char)tolower((unsigned char)*p);
-    mine.gpu = bus;
     char host[256] = {};
     CHECK(gethostname(host, sizeof(host) - 1) == 0, "rank %d: gethostname failed: %s", env.rank, strerror(errno));
-    mine.host = host;
+    const BootstrapRecord mine{env.rank, env.world, host, bus};
 
     BootstrapOptions boot = bootstrap_options_from_env();
     if (timeout_s > 0) boot.timeout_s = timeout_s;  // --timeout
@@ -356,10 +329,8 @@ inline void run_nccl_rank(const LaunchEnv& env, const std::function<void(Comm&)>
                version % 100, env.world, env.source.c_str(), bus, host);
         fflush(stdout);
     }
-    {
-        NcclComm comm(c, env.rank, env.world, timeout_s > 0 ? timeout_s : COLLECTIVE_TIMEOUT_S);
-        fn(comm);
-    }
+    NcclComm comm(c, env.rank, env.world, timeout_s > 0 ? timeout_s : COLLECTIVE_TIMEOUT_S);
+    fn(comm);
 }
 
 #endif  // ZERO_CUDA

@@ -38,9 +38,7 @@ inline LaunchEnv detect_launch_env() {
         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "RANK/WORLD_SIZE"},
     };
     for (const Source& s : sources) {
-        int world;
-        if (!env_int(s.world, world)) continue;
-        e.world = world;
+        if (!env_int(s.world, e.world)) continue;
         CHECK(env_int(s.rank, e.rank), "%s is set but %s is not", s.world, s.rank);
         if (!env_int(s.local, e.local_rank)) e.local_rank = e.rank;
         CHECK(e.world >= 1 && e.rank < e.world, "%s=%d is not below %s=%d", s.rank, e.rank, s.world, e.world);

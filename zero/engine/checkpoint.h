@@ -65,36 +65,15 @@ struct CkptHeader {
 
 inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int world, int stage, int rank,
                               size_t shard_numel, int tp = 1, int pp = 1) {
-    CkptHeader h{};
-    h.magic = magic;
-    h.version = CKPT_VERSION;
-    h.step = step;
-    h.world = world;
-    h.stage = stage;
-    h.rank = rank;
-    h.max_seq_len = c.max_seq_len;
-    h.vocab_size = c.vocab_size;
-    h.padded_vocab_size = c.padded_vocab_size;
-    h.num_layers = c.num_layers;
-    h.num_heads = c.num_heads;
-    h.channels = c.channels;
-    h.tp = tp;
-    h.pp = pp;
-    h.shard_numel = shard_numel;
-    return h;
+    return {magic, CKPT_VERSION, step, world, stage, rank,
+            c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers, c.num_heads, c.channels,
+            tp, pp, shard_numel};
 }
 
 inline int header_pp(const CkptHeader& h) { return h.pp == 0 ? 1 : h.pp; }
 
 inline GPT2Config header_config(const CkptHeader& h) {
-    GPT2Config c;
-    c.max_seq_len = h.max_seq_len;
-    c.vocab_size = h.vocab_size;
-    c.padded_vocab_size = h.padded_vocab_size;
-    c.num_layers = h.num_layers;
-    c.num_heads = h.num_heads;
-    c.channels = h.channels;
-    return c;
+    return {h.max_seq_len, h.vocab_size, h.padded_vocab_size, h.num_layers, h.num_heads, h.channels};
 }
 
 // state.bin: the header, then the run state (a POD chosen by the trainer).
@@ -243,20 +222,12 @@ inline void read_optim_files(const std::string& dir, const ParamLayout& layout, 
                         [&](int a, size_t i, size_t n, const float* src) { std::copy(src, src + n, arrays[a] + i); });
 }
 
-// Without pipeline stages in the checkpoint.
-inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
-                             const ShardPlan& plan, int stage, int dp, int tp, float* const arrays[3]) {
-    read_optim_files(dir, layout, old_world, old_tp, PipelinePlan{}, plan, stage, dp, tp, arrays);
-}
-
-// The pipeline stages a checkpoint was written by, from its MANIFEST (none: one).
-inline PipelinePlan checkpoint_pipeline(const std::string& dir) {
+// A checkpoint's MANIFEST; fails naming the directory if it is absent or bad.
+inline CheckpointManifest checkpoint_manifest(const std::string& dir) {
     CheckpointManifest manifest;
     std::string why;
     CHECK(read_manifest(dir, manifest, why), "%s: %s", dir.c_str(), why.c_str());
-    PipelinePlan p;
-    p.layers = manifest.id.pp_layers;
-    return p;
+    return manifest;
 }
 
 // One plain fp32 llm.c model file (<dir>/model_fp32.bin) from the fp32 master
@@ -267,7 +238,8 @@ inline std::string consolidate_checkpoint(const std::string& dir) {
     ShardPlan whole(layout.unit_specs(), 1, SHARD_ALIGN);
     std::vector<float> w(whole.full_numel), m(whole.full_numel), v(whole.full_numel);
     float* arrays[3] = {w.data(), m.data(), v.data()};
-    PipelinePlan pipeline = header_pp(h) > 1 ? checkpoint_pipeline(dir) : PipelinePlan{};
+    // the pipeline stages that wrote it, from its MANIFEST (none: one)
+    PipelinePlan pipeline = header_pp(h) > 1 ? PipelinePlan{checkpoint_manifest(dir).id.pp_layers} : PipelinePlan{};
     CHECK(std::max(1, pipeline.stages()) == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline",
           dir.c_str());
     read_optim_files(dir, layout, h.world, h.tp, pipeline, whole, 0, 0, 0, arrays);
@@ -275,15 +247,13 @@ inline std::string consolidate_checkpoint(const std::string& dir) {
     ModelFileWriter<float> writer(out, layout);
     for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, w.data() + whole.full_offset[u]);
     writer.commit();
-    if (header_pp(h) > 1)
-        printf("wrote %s from the %d optimizer shard(s) of step %d (a grid of %d pipeline stages x --tp %d x %d "
-               "data-parallel ranks)\n",
-               out.c_str(), h.world, h.step, header_pp(h), h.tp, h.world / (h.tp * header_pp(h)));
-    else if (h.tp > 1)
-        printf("wrote %s from the %d optimizer shard(s) of step %d (a grid of --tp %d x %d data-parallel ranks)\n",
-               out.c_str(), h.world, h.step, h.tp, h.world / h.tp);
-    else
-        printf("wrote %s from the %d optimizer shard(s) of step %d\n", out.c_str(), h.world, h.step);
+    printf("wrote %s from the %d optimizer shard(s) of step %d", out.c_str(), h.world, h.step);
+    if (header_pp(h) > 1 || h.tp > 1) {
+        std::string stages = header_pp(h) > 1 ? std::to_string(header_pp(h)) + " pipeline stages x " : "";
+        printf(" (a grid of %s--tp %d x %d data-parallel ranks)", stages.c_str(), h.tp,
+               h.world / (h.tp * header_pp(h)));
+    }
+    printf("\n");
     return out;
 }
 
@@ -412,19 +382,10 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
                          make_header(CKPT_STATE_MAGIC, layout.cfg, rs.step, world.world, zero.stage, 0, 0, layout.tp, pp),
                          rs);
     world.barrier();
-    if (rank0) {  // only now is the checkpoint complete
-        CheckpointIdentity id;
-        id.step = rs.step;
-        id.shape = layout.cfg;
-        id.seed = seed;
-        id.world = world.world;
-        id.tp = layout.tp;
-        if (pp > 1) id.pp_layers = pipeline.layers;
-        id.stage = zero.stage;
-        id.precision = dtype_name(dtype);
-        id.tokens_per_step = tokens_per_step;
-        publish_checkpoint(dir, final_dir, id);
-    }
+    if (rank0)  // only now is the checkpoint complete
+        publish_checkpoint(dir, final_dir,
+                           {rs.step, layout.cfg, seed, world.world, layout.tp, zero.stage,
+                            pp > 1 ? pipeline.layers : std::vector<int>{}, dtype_name(dtype), tokens_per_step});
     return final_dir;
 }
 
@@ -436,20 +397,17 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
 template <typename T>
 std::string resume_checkpoint(const std::string& output_dir, ZeroEngine<T>& zero, Comm& world, RunState& rs,
                               unsigned long long seed) {
-    double chosen = world.rank == 0 ? (double)select_checkpoint(output_dir, true) : 0.0;
+    double chosen = world.rank == 0 ? (double)select_checkpoint(output_dir) : 0.0;
     int found = (int)world.sum_scalar(chosen);
     if (found < 0) return "";
     std::string dir = checkpoint_dir(output_dir, found);
-    CheckpointManifest manifest;
-    std::string why;
-    CHECK(read_manifest(dir, manifest, why), "%s: %s", dir.c_str(), why.c_str());
+    const CheckpointManifest manifest = checkpoint_manifest(dir);
     CHECK(manifest.id.seed == seed,
           "%s is a checkpoint of a run with --seed %llu, this run has --seed %llu: pass --seed %llu to continue it, "
           "or --overwrite 1 without -y 1 to start afresh",
           dir.c_str(), manifest.id.seed, seed, manifest.id.seed);
     CkptHeader h = read_state_file(dir, zero.layout.cfg, rs);
-    PipelinePlan old_pipeline;
-    old_pipeline.layers = manifest.id.pp_layers;
+    const PipelinePlan old_pipeline{manifest.id.pp_layers};
     CHECK(manifest.id.pp() == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline", dir.c_str());
     // a unit at a time: no copy of the rank's whole states beside them
     read_optim_files_to(dir, zero.layout, h.world, h.tp, old_pipeline, zero.plan, zero.stage, zero.rank, zero.tp_rank,

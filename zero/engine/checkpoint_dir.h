@@ -37,24 +37,6 @@ inline std::string checkpoint_staging_dir(const std::string& output_dir, int ste
     return checkpoint_dir(output_dir, step) + ".tmp";
 }
 
-// The steps of every directory in output_dir named exactly checkpoint_<step>
-// (not .tmp, not .old), newest first; complete or not.
-inline std::vector<int> checkpoint_steps(const std::string& output_dir) {
-    std::vector<int> steps;
-    DIR* d = opendir(output_dir.c_str());
-    if (!d) return steps;
-    while (dirent* e = readdir(d)) {
-        int step;
-        char tail;
-        if (sscanf(e->d_name, "checkpoint_%d%c", &step, &tail) == 1 && step >= 0 &&
-            std::string(e->d_name) == checkpoint_dir("", step).substr(1))
-            steps.push_back(step);
-    }
-    closedir(d);
-    std::sort(steps.rbegin(), steps.rend());
-    return steps;
-}
-
 // The names of every entry of output_dir a save made: checkpoint_<step>[.tmp|.old].
 inline std::vector<std::string> checkpoint_entries(const std::string& output_dir) {
     std::vector<std::string> names;
@@ -70,6 +52,16 @@ inline std::vector<std::string> checkpoint_entries(const std::string& output_dir
     closedir(d);
     std::sort(names.begin(), names.end());
     return names;
+}
+
+// The steps of every directory in output_dir named exactly checkpoint_<step>
+// (not .tmp, not .old), newest first; complete or not.
+inline std::vector<int> checkpoint_steps(const std::string& output_dir) {
+    std::vector<int> steps;
+    for (const std::string& name : checkpoint_entries(output_dir))
+        if (name.find('.') == std::string::npos) steps.push_back(atoi(name.c_str() + strlen("checkpoint_")));
+    std::sort(steps.rbegin(), steps.rend());
+    return steps;
 }
 
 // rm -rf path (a checkpoint's directory: plain files, one level)
@@ -135,12 +127,9 @@ inline bool verify_checkpoint(const std::string& dir, int step, CheckpointManife
     for (const ManifestFile& f : m.files) {
         uint64_t size = 0, hash = 0;
         if (!hash_file(dir + "/" + f.name, size, hash)) return why = f.name + " is missing or unreadable", false;
-        char msg[256];
-        if (size != f.size) {
-            snprintf(msg, sizeof(msg), "%s has %" PRIu64 " bytes, its manifest says %" PRIu64, f.name.c_str(), size,
-                     f.size);
-            return why = msg, false;
-        }
+        if (size != f.size)
+            return why = f.name + " has " + std::to_string(size) + " bytes, its manifest says " +
+                         std::to_string(f.size), false;
         if (hash != f.hash) return why = f.name + " does not match its checksum (the file was changed or damaged)", false;
     }
     return true;
@@ -149,7 +138,7 @@ inline bool verify_checkpoint(const std::string& dir, int step, CheckpointManife
 // The newest checkpoint in output_dir that verifies, printing one line for each
 // newer one skipped and why; -1 if there is none at all. Checkpoints that exist
 // but none of which verifies are an error: nothing is silently started afresh.
-inline int select_checkpoint(const std::string& output_dir, bool print) {
+inline int select_checkpoint(const std::string& output_dir) {
     std::vector<int> steps = checkpoint_steps(output_dir);
     std::string first_why;
     for (int step : steps) {
@@ -157,7 +146,7 @@ inline int select_checkpoint(const std::string& output_dir, bool print) {
         std::string why, dir = checkpoint_dir(output_dir, step);
         if (verify_checkpoint(dir, step, m, why)) return step;
         if (first_why.empty()) first_why = dir + ": " + why;
-        if (print) printf("note: not resuming from %s: %s\n", dir.c_str(), why.c_str());
+        printf("note: not resuming from %s: %s\n", dir.c_str(), why.c_str());
     }
     if (!steps.empty())
         fail("no checkpoint in %s verifies (%s); pass --overwrite 1 instead of -y 1 to start afresh",
@@ -197,12 +186,10 @@ inline void publish_checkpoint(const std::string& staging, const std::string& fi
     for (int r = 0; r < id.world; r++) {
         std::string note = checksum_note(staging, r);
         FILE* f = open_file(note, "rb");
-        ManifestFile mf{optim_file("", r).substr(1), 0, 0};
         unsigned long long size = 0, hash = 0;
         CHECK(fscanf(f, "%llu %llx", &size, &hash) == 2, "%s is malformed", note.c_str());
         fclose(f);
-        mf.size = size, mf.hash = hash;
-        m.files.push_back(mf);
+        m.files.push_back({optim_file("", r).substr(1), size, hash});
         unlink(note.c_str());
     }
     std::string text = m.to_text();

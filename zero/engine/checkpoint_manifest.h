@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/base/hash64.h"
@@ -177,8 +178,7 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
     bool seen[8] = {};  // the identity's facts, each once
     std::vector<std::string> w;
     for (size_t i = 1; i + 1 < lines.size(); i++) {
-        char at[64];
-        snprintf(at, sizeof(at), "manifest line %zu is malformed", i + 1);
+        const std::string at = "manifest line " + std::to_string(i + 1) + " is malformed";
         if (!split_words(lines[i], w)) return why = at, false;
         const std::string& key = w[0];
         long long v = 0;
@@ -225,11 +225,7 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
             if (ok) m.files.push_back(f);
             if (m.files.size() > 100000) return why = "the manifest lists too many files", false;
         }
-        if (!ok) return why = at, false;
-        if (slot >= 0) {
-            if (seen[slot]) return why = at, false;  // a fact given twice
-            seen[slot] = true;
-        }
+        if (!ok || (slot >= 0 && std::exchange(seen[slot], true))) return why = at, false;  // or a fact given twice
     }
     for (int s = 0; s < 8; s++)
         if (!seen[s]) return why = "the manifest lacks the run's identity", false;

@@ -75,9 +75,3 @@ inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const
     }
     return runs;
 }
-
-// Without pipeline stages: the unit is the same in both layouts, the files start at 0.
-inline std::vector<ResliceRun> reslice_runs(const ParamLayout& old_layout, const ShardPlan& old_plan,
-                                            const ParamLayout& new_layout, int new_tp, int u, size_t lo, size_t hi) {
-    return reslice_runs(old_layout, old_plan, u, 0, new_layout, new_tp, u, lo, hi);
-}

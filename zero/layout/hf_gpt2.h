@@ -2,24 +2,15 @@
 // model.safetensors, what transformers' GPT2LMHeadModel.save_pretrained writes
 // and from_pretrained reads), mapped onto our parameter layout.
 //
-// The tensors, for layer l (HF's Conv1D stores a linear map's weight as
-// (in, out), ours is (out, in) like llm.c's, so those four are transposed):
-//   wte.weight (V, C)                   -> wte (Vp, C), rows V..Vp-1 zero
-//   wpe.weight (maxT, C)                -> wpe
-//   h.l.ln_1.weight / .bias (C)         -> ln1w / ln1b
-//   h.l.attn.c_attn.weight (C, 3C)      -> qkvw (3C, C), transposed
-//   h.l.attn.c_attn.bias (3C)           -> qkvb
-//   h.l.attn.c_proj.weight (C, C)       -> attprojw, transposed; .bias -> attprojb
-//   h.l.ln_2.weight / .bias             -> ln2w / ln2b
-//   h.l.mlp.c_fc.weight (C, 4C)         -> fcw (4C, C), transposed; .bias -> fcb
-//   h.l.mlp.c_proj.weight (4C, C)       -> fcprojw (C, 4C), transposed; .bias -> fcprojb
-//   ln_f.weight / .bias                 -> lnfw / lnfb
-// Names carry the prefix "transformer." in files written by GPT2LMHeadModel,
-// and none in the released checkpoints (written from GPT2Model); we read both
-// and write the former. The LM head is tied to wte: a file's lm_head.weight,
-// if any, must equal wte. Other tensors (the released files' causal-mask
-// buffers h.l.attn.bias) are ignored. Values may be F32, F16 or BF16; we
-// write F32.
+// The tensors' names and shapes are hf_tensor_name's. HF's Conv1D stores a
+// linear map's weight as (in, out), ours is (out, in) like llm.c's, so a
+// layer's four linear weights are transposed; HF's wte has V rows, ours Vp
+// (rows V..Vp-1 zero). Names carry the prefix "transformer." in files written
+// by GPT2LMHeadModel, and none in the released checkpoints (written from
+// GPT2Model); we read both and write the former. The LM head is tied to wte: a
+// file's lm_head.weight, if any, must equal wte. Other tensors (the released
+// files' causal-mask buffers h.l.attn.bias) are ignored. Values may be F32,
+// F16 or BF16; we write F32.
 #pragma once
 
 #include <functional>
@@ -142,13 +133,11 @@ inline std::string hf_config_json(const GPT2Config& c) {
 
 // A Hugging Face GPT-2 folder, opened and checked; read_unit fills our units.
 struct HfGpt2Reader {
-    std::string dir;
     GPT2Config cfg;
     SafetensorsReader st;
     std::string prefix;  // "transformer." or ""
 
-    explicit HfGpt2Reader(const std::string& d)
-        : dir(d), cfg(read_hf_config(d)), st(d + "/model.safetensors") {
+    explicit HfGpt2Reader(const std::string& dir) : cfg(read_hf_config(dir)), st(dir + "/model.safetensors") {
         prefix = st.find("transformer.wte.weight") ? "transformer." : "";
         // every tensor present with the right dtype and shape before anything is read
         ParamLayout layout(cfg);
@@ -179,13 +168,9 @@ struct HfGpt2Reader {
 
   private:
     void check_tensor(const HfTensorName& hf) const {
-        const SafetensorsTensor* t = st.find(prefix + hf.name);
-        CHECK(t, "%s: missing tensor \"%s\"", st.path().c_str(), (prefix + hf.name).c_str());
-        CHECK(t->dtype == "F32" || t->dtype == "F16" || t->dtype == "BF16",
-              "%s: tensor \"%s\" has dtype %s; expected F32, F16 or BF16", st.path().c_str(), t->name.c_str(),
-              t->dtype.c_str());
-        CHECK(t->shape == hf.shape, "%s: tensor \"%s\" has the wrong shape for the model of config.json (%s)",
-              st.path().c_str(), t->name.c_str(), describe_config(cfg).c_str());
+        const SafetensorsTensor& t = st.float_tensor(prefix + hf.name);
+        CHECK(t.shape == hf.shape, "%s: tensor \"%s\" has the wrong shape for the model of config.json (%s)",
+              st.path().c_str(), t.name.c_str(), describe_config(cfg).c_str());
     }
 };
 
@@ -201,8 +186,7 @@ inline void write_hf_gpt2(const std::string& dir, const ParamLayout& layout,
         for (const TensorSpec& t : layout.unit_spec(u).tensors) {
             HfTensorName hf = hf_tensor_name(layout.cfg, t.id, t.layer);
             const float* src = base + t.offset_in_unit;
-            size_t n = 1;
-            for (int64_t d : hf.shape) n *= (size_t)d;
+            const size_t n = shape_numel(hf.shape);
             std::vector<float> v(n);
             if (hf.transposed) transpose_into(src, (size_t)hf.shape[1], (size_t)hf.shape[0], v.data());
             else std::copy(src, src + n, v.begin());  // wte: the first V rows

@@ -36,12 +36,8 @@ struct ModelFile {
         CHECK(version == MODEL_VERSION_FP32 || version == MODEL_VERSION_BF16,
               "%s: unsupported model file version %d (3 = fp32, 5 = bf16)", path.c_str(), version);
         elem_size = version == MODEL_VERSION_FP32 ? 4 : 2;
-        cfg.max_seq_len = header[2];
-        cfg.vocab_size = header[3];
-        cfg.num_layers = header[4];
-        cfg.num_heads = header[5];
-        cfg.channels = header[6];
-        cfg.padded_vocab_size = header[7];
+        // header[2..7] = maxT, V, L, NH, C, Vp; GPT2Config's order is maxT, V, Vp, L, NH, C
+        cfg = {header[2], header[3], header[7], header[4], header[5], header[6]};
         validate_config(cfg, path);
         size_t expect = MODEL_HEADER_BYTES + ParamLayout(cfg).file_numel() * elem_size;
         CHECK(size == expect, "%s is truncated or padded: %zu bytes, expected %zu for %s", path.c_str(), size, expect,
@@ -79,15 +75,9 @@ class ModelFileWriter {
   public:
     ModelFileWriter(const std::string& path, const ParamLayout& layout_) : layout(layout_), out(path) {
         const GPT2Config& c = layout.cfg;
-        int header[256] = {};
-        header[0] = MODEL_MAGIC;
-        header[1] = sizeof(E) == 4 ? MODEL_VERSION_FP32 : MODEL_VERSION_BF16;
-        header[2] = c.max_seq_len;
-        header[3] = c.vocab_size;
-        header[4] = c.num_layers;
-        header[5] = c.num_heads;
-        header[6] = c.channels;
-        header[7] = c.padded_vocab_size;
+        const int header[256] = {MODEL_MAGIC, sizeof(E) == 4 ? MODEL_VERSION_FP32 : MODEL_VERSION_BF16,
+                                 c.max_seq_len, c.vocab_size, c.num_layers, c.num_heads, c.channels,
+                                 c.padded_vocab_size};  // the rest zero
         out.write(header, sizeof(header));
     }
     // values: unit u's parameters (host), indexed by offset inside the unit

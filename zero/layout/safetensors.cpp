@@ -22,19 +22,38 @@ size_t dtype_elem_size(const std::string& d) {
 // A header larger than this is not a weight file's (the format's own limit).
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 
-std::string shape_text(const std::vector<int64_t>& shape) {
+std::string shape_text(const std::vector<int64_t>& shape, const char* separator = ", ") {
     std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? separator : "") + std::to_string(shape[i]);
     return s + "]";
+}
+
+// Quoted and escaped for a JSON document.
+std::string json_quote(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\', out += (char)c;
+        } else if (c < 0x20) {
+            char buf[8];
+            snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+        } else {
+            out += (char)c;
+        }
+    }
+    return out + "\"";
 }
 
 }  // namespace
 
-size_t SafetensorsTensor::numel() const {
+size_t shape_numel(const std::vector<int64_t>& shape) {
     size_t n = 1;
     for (int64_t d : shape) n *= (size_t)d;
     return n;
 }
+
+size_t SafetensorsTensor::numel() const { return shape_numel(shape); }
 
 SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     const char* p = path.c_str();
@@ -62,7 +81,6 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
             CHECK(m.value.is_object(), "%s: __metadata__ is not an object", p);
             for (const JsonMember& kv : m.value.members()) {
                 CHECK(kv.value.is_string(), "%s: __metadata__ value of \"%s\" is not a string", p, kv.key.c_str());
-                metadata_.emplace_back(kv.key, kv.value.as_string());
             }
             continue;
         }
@@ -123,11 +141,16 @@ const SafetensorsTensor* SafetensorsReader::find(const std::string& name) const 
     return nullptr;
 }
 
-std::vector<float> SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape) const {
+const SafetensorsTensor& SafetensorsReader::float_tensor(const std::string& name) const {
     const SafetensorsTensor* t = find(name);
     CHECK(t, "%s: missing tensor \"%s\"", path_.c_str(), name.c_str());
     CHECK(t->dtype == "F32" || t->dtype == "F16" || t->dtype == "BF16",
           "%s: tensor \"%s\" has dtype %s; expected F32, F16 or BF16", path_.c_str(), name.c_str(), t->dtype.c_str());
+    return *t;
+}
+
+std::vector<float> SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape) const {
+    const SafetensorsTensor* t = &float_tensor(name);
     CHECK(t->shape == shape, "%s: tensor \"%s\" has shape %s; expected %s", path_.c_str(), name.c_str(),
           shape_text(t->shape).c_str(), shape_text(shape).c_str());
     const size_t n = t->numel();
@@ -149,45 +172,26 @@ std::vector<float> SafetensorsReader::read_f32(const std::string& name, const st
     return out;
 }
 
-std::string json_quote(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\', out += (char)c;
-        } else if (c < 0x20) {
-            char buf[8];
-            snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out += buf;
-        } else {
-            out += (char)c;
-        }
-    }
-    return out + "\"";
-}
-
 void SafetensorsWriter::add_metadata(const std::string& key, const std::string& value) {
     metadata_.emplace_back(key, value);
 }
 
 void SafetensorsWriter::add_f32(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> data) {
-    Entry e{name, "F32", shape, std::vector<char>(data.size() * 4)};
-    size_t n = 1;
-    for (int64_t d : shape) n *= (size_t)d;
-    CHECK(n == data.size(), "safetensors: tensor \"%s\": %zu values for shape %s", name.c_str(), data.size(),
-          shape_text(shape).c_str());
-    memcpy(e.bytes.data(), data.data(), e.bytes.size());
-    entries_.push_back(std::move(e));
+    add(name, "F32", shape, data.data(), data.size(), 4);
 }
 
 void SafetensorsWriter::add_u16(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
                                 std::vector<uint16_t> bits) {
     CHECK(dtype == "F16" || dtype == "BF16", "safetensors: 16-bit dtype must be F16 or BF16, not %s", dtype.c_str());
-    Entry e{name, dtype, shape, std::vector<char>(bits.size() * 2)};
-    size_t n = 1;
-    for (int64_t d : shape) n *= (size_t)d;
-    CHECK(n == bits.size(), "safetensors: tensor \"%s\": %zu values for shape %s", name.c_str(), bits.size(),
+    add(name, dtype, shape, bits.data(), bits.size(), 2);
+}
+
+void SafetensorsWriter::add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
+                            const void* data, size_t count, size_t elem_size) {
+    CHECK(shape_numel(shape) == count, "safetensors: tensor \"%s\": %zu values for shape %s", name.c_str(), count,
           shape_text(shape).c_str());
-    memcpy(e.bytes.data(), bits.data(), e.bytes.size());
+    Entry e{name, dtype, shape, std::vector<char>(count * elem_size)};
+    if (count) memcpy(e.bytes.data(), data, e.bytes.size());
     entries_.push_back(std::move(e));
 }
 
@@ -202,11 +206,8 @@ void SafetensorsWriter::write(const std::string& path) const {
     uint64_t offset = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
         const Entry& e = entries_[i];
-        std::string shape = "[";
-        for (size_t k = 0; k < e.shape.size(); ++k) shape += (k ? "," : "") + std::to_string(e.shape[k]);
-        shape += "]";
         header += (i || !metadata_.empty() ? "," : "") + json_quote(e.name) + ":{\"dtype\":\"" + e.dtype +
-                  "\",\"shape\":" + shape + ",\"data_offsets\":[" + std::to_string(offset) + "," +
+                  "\",\"shape\":" + shape_text(e.shape, ",") + ",\"data_offsets\":[" + std::to_string(offset) + "," +
                   std::to_string(offset + e.bytes.size()) + "]}";
         offset += e.bytes.size();
     }

@@ -29,15 +29,19 @@ struct SafetensorsTensor {
     size_t numel() const;
 };
 
+// The element count of a shape (1 for a scalar's []).
+size_t shape_numel(const std::vector<int64_t>& shape);
+
 class SafetensorsReader {
   public:
     explicit SafetensorsReader(const std::string& path);  // validates the whole header
 
     const std::string& path() const { return path_; }
     const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
-    const std::vector<std::pair<std::string, std::string>>& metadata() const { return metadata_; }
     const SafetensorsTensor* find(const std::string& name) const;  // nullptr if absent
 
+    // Tensor `name`, which must be there with dtype F32, F16 or BF16 (else fails with one line).
+    const SafetensorsTensor& float_tensor(const std::string& name) const;
     // Tensor `name` as fp32 (exact for F32, F16 and BF16 on disk). Fails with one
     // line if it is missing, has another dtype, or its shape is not `shape`.
     std::vector<float> read_f32(const std::string& name, const std::vector<int64_t>& shape) const;
@@ -46,7 +50,6 @@ class SafetensorsReader {
     std::string path_;
     uint64_t data_start_ = 0;  // file offset of the data section
     std::vector<SafetensorsTensor> tensors_;
-    std::vector<std::pair<std::string, std::string>> metadata_;
 };
 
 // Collects tensors, then writes the file atomically: the header (padded with
@@ -68,9 +71,8 @@ class SafetensorsWriter {
         std::vector<int64_t> shape;
         std::vector<char> bytes;
     };
+    void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
+             size_t count, size_t elem_size);
     std::vector<Entry> entries_;
     std::vector<std::pair<std::string, std::string>> metadata_;
 };
-
-// Quoted and escaped for a JSON document.
-std::string json_quote(const std::string& s);
