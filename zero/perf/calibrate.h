@@ -32,19 +32,23 @@ inline void set_threads(int n) {
 }
 
 // Seconds per call of fn: the fastest of five batches of calls, each about 20 ms
-// long (another process on the machine only ever makes a batch slower).
-template <typename Fn, typename Sync>
-double time_calls(Fn fn, Sync sync) {
+// long (another process on the machine only ever makes a batch slower). Ranks
+// that time a collective together pass `agree` (every rank's time made the
+// slowest's: rank 0's first timing decides the number of calls for all) and
+// `start` (a barrier before each batch).
+template <typename Fn, typename Sync, typename Agree = double (*)(double), typename Start = void (*)()>
+double time_calls(Fn fn, Sync sync, Agree agree = [](double t) { return t; }, Start start = [] {}) {
     fn(), sync();  // warm: first touch of the buffers, library set-up
     HostClock once;
     fn(), sync();
-    int reps = (int)std::min(1000.0, std::max(1.0, 0.02 / std::max(once.seconds(), 1e-7)));
+    int reps = (int)std::min(1000.0, std::max(1.0, 0.02 / std::max(agree(once.seconds()), 1e-7)));
     double best = 1e30;
     for (int b = 0; b < 5; b++) {
+        start();
         HostClock c;
         for (int i = 0; i < reps; i++) fn();
         sync();
-        best = std::min(best, c.seconds() / reps);
+        best = std::min(best, agree(c.seconds()) / reps);
     }
     return best;
 }
@@ -75,20 +79,8 @@ void time_collectives(const std::vector<std::pair<std::string, uint64_t>>& calls
                 else if (op == "all_gather") g->all_gather(other, buf, part, dt, ctx.stream);
                 else g->sum_scalar(1.0);
             };
-            // every rank makes the same number of calls: rank 0's first timing decides it for all
-            fn(), stream_sync(ctx.stream);
-            HostClock once;
-            fn(), stream_sync(ctx.stream);
-            double t1 = comm.max_scalar(once.seconds());
-            int reps = (int)std::min(1000.0, std::max(1.0, 0.02 / std::max(t1, 1e-7)));
-            double best = 1e30;
-            for (int b = 0; b < 5; b++) {
-                comm.barrier();
-                HostClock c;
-                for (int k = 0; k < reps; k++) fn();
-                stream_sync(ctx.stream);
-                best = std::min(best, comm.max_scalar(c.seconds()) / reps);
-            }
+            double best = time_calls(fn, [&] { stream_sync(ctx.stream); },
+                                     [&](double t) { return comm.max_scalar(t); }, [&] { comm.barrier(); });
             if (rank == 0) seconds[i] = best;
         }
         device_free(buf), device_free(other);

@@ -202,7 +202,8 @@ class OpTimer {
         // a device with a published GEMM benchmark: the efficiency at this GEMM's work (a backward is two)
         if (!prof.matmul_curve.empty() && (b == "matmul_fwd" || b == "matmul_bwd"))
             return curve_at(prof.matmul_curve, op_flops(op.name, op.dims) / (b == "matmul_bwd" ? 2 : 1));
-        for (const Profile* at = &prof;; at = refs[&prof == at ? 0 : index_of(at) + 1].get()) {
+        for (size_t i = 0;; i++) {
+            const Profile* at = i == 0 ? &prof : refs[i - 1].get();
             auto e = at->efficiency.find(b);
             if (e != at->efficiency.end()) return e->second;
             if (!at->measured) continue;
@@ -229,9 +230,8 @@ class OpTimer {
         return c[i - 1].second + f * (c[i].second - c[i - 1].second);
     }
     static bool timed_anywhere(const Profile& p, const std::string& kind) {
-        for (const auto& c : p.kernels)
-            if (has_kind(p, c.first, kind)) return true;
-        return false;
+        return std::any_of(p.kernels.begin(), p.kernels.end(),
+                           [&](const auto& c) { return has_kind(p, c.first, kind); });
     }
     static bool has_kind(const Profile& p, const std::string& ctx, const std::string& kind) {
         auto c = p.kernels.find(ctx);
@@ -239,11 +239,6 @@ class OpTimer {
         for (const auto& e : c->second)
             if (e.first.compare(0, kind.size() + 1, kind + " ") == 0) return true;
         return false;
-    }
-    size_t index_of(const Profile* at) const {
-        for (size_t i = 0; i < refs.size(); i++)
-            if (refs[i].get() == at) return i;
-        return refs.size();
     }
 
   private:

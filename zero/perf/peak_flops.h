@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -93,18 +94,15 @@ inline std::string device_name() {
     cudaCheck(cudaGetDeviceProperties(&p, dev));
     return p.name;
 #else
-    FILE* f = fopen("/proc/cpuinfo", "r");
     std::string name = "cpu";
-    char line[512];
-    while (f && fgets(line, sizeof(line), f)) {
-        std::string l = line;
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string l; std::getline(in, l);) {
         if (l.rfind("model name", 0) != 0) continue;
         size_t colon = l.find(':');
         if (colon != std::string::npos) name = l.substr(l.find_first_not_of(" \t", colon + 1));
-        while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+        while (!name.empty() && name.back() == ' ') name.pop_back();
         break;
     }
-    if (f) fclose(f);
     return name;
 #endif
 }
@@ -135,21 +133,16 @@ PeakRecord update_peak_record(const std::string& key, Probe&& probe, const std::
     PeakRecord r;
     r.path = path;
     std::vector<std::pair<double, std::string>> entries;
-    if (FILE* f = path.empty() ? nullptr : fopen(path.c_str(), "r")) {
-        char line[1024];
-        while (fgets(line, sizeof(line), f)) {
-            double v = 0;
-            int used = 0;
-            std::string l = line;
-            if (!l.empty() && l.back() == '\n') l.pop_back();
-            if (sscanf(l.c_str(), "%lf %n", &v, &used) != 1 || !(v > 0) || used <= 0 || (size_t)used >= l.size()) {
-                r.note = "note: " + path + " holds a line that is not \"<FLOP/s> <device>\": the record starts afresh";
-                entries.clear();
-                break;
-            }
-            entries.push_back({v, l.substr(used)});
+    std::ifstream in(path);  // none yet (or no path): no entries
+    for (std::string l; !path.empty() && std::getline(in, l);) {
+        double v = 0;
+        int used = 0;
+        if (sscanf(l.c_str(), "%lf %n", &v, &used) != 1 || !(v > 0) || used <= 0 || (size_t)used >= l.size()) {
+            r.note = "note: " + path + " holds a line that is not \"<FLOP/s> <device>\": the record starts afresh";
+            entries.clear();
+            break;
         }
-        fclose(f);
+        entries.push_back({v, l.substr(used)});
     }
     const bool found = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.second == key; });
     r.probe = r.flops = probe(found);

@@ -67,6 +67,12 @@ struct Profile {
     std::map<std::string, std::map<std::string, double>> kernels, collectives;
 };
 
+// A profile's folder-relative neighbour (efficiency_from and matmul_curve name files beside it).
+inline std::string profile_sibling(const Profile& p, const std::string& name) {
+    size_t slash = p.path.rfind('/');
+    return slash == std::string::npos ? name : p.path.substr(0, slash + 1) + name;
+}
+
 inline Profile load_profile(const std::string& path) {
     JsonValue j = parse_json_file(path);
     Profile p;
@@ -135,8 +141,7 @@ inline Profile load_profile(const std::string& path) {
     str(j, "matmul_curve", curve);
     if (!curve.empty()) {
         CHECK(p.peak_tflops > 0, "%s: a matmul_curve needs device.peak_tflops", path.c_str());
-        size_t slash = path.rfind('/');
-        CsvTable t = read_csv_table(slash == std::string::npos ? curve : path.substr(0, slash + 1) + curve);
+        CsvTable t = read_csv_table(profile_sibling(p, curve));
         for (size_t i = 0; i < t.rows.size(); i++) {
             double m = t.num(i, "m"), n = t.num(i, "n"), k = t.num(i, "k"), ms = t.num(i, "ms");
             // GEMV-like rows (a dimension under 64) are nothing a transformer layer's matmul is
@@ -172,12 +177,6 @@ inline Profile load_profile(const std::string& path) {
     }
     CHECK(p.measured || p.peak_tflops > 0, "%s: a profile from specifications needs device.peak_tflops", path.c_str());
     return p;
-}
-
-// A profile's folder-relative neighbour (efficiency_from names a file beside it).
-inline std::string profile_sibling(const Profile& p, const std::string& name) {
-    size_t slash = p.path.rfind('/');
-    return slash == std::string::npos ? name : p.path.substr(0, slash + 1) + name;
 }
 
 // Writes a measured profile (the calibration's output), tables sorted by key,

@@ -47,8 +47,11 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"about\": \"%s\", \"step_s\": %.9g},\n\"traceEvents\": [\n",
             about.c_str(), step_s);
     bool first = true;
-    auto event = [&](const std::string& e) { fprintf(f, "%s%s", first ? "" : ",\n", e.c_str()), first = false; };
-    char buf[512];
+    auto event = [&](const char* format, auto... v) {  // one event, after a comma but the first
+        char buf[512];
+        snprintf(buf, sizeof(buf), format, v...);
+        fprintf(f, "%s%s", first ? "" : ",\n", buf), first = false;
+    };
     std::map<std::pair<int, int>, int> rank_at;  // (stage, line) -> index in ranks
     for (size_t k = 0; k < ranks.size(); k++) rank_at[{ranks[k].stage, ranks[k].line}] = (int)k;
     // (line, from stage, to stage) -> each send's start and lane
@@ -60,43 +63,35 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
     std::map<std::tuple<int, int, int>, int> received;
     int flow = 0;
     for (const TracedRank& r : ranks) {
-        snprintf(buf, sizeof(buf), "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}",
-                 r.rank, r.name.c_str());
-        event(buf);
-        snprintf(buf, sizeof(buf), "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}",
-                 r.rank, r.rank);
-        event(buf);
-        for (int l = 0; l < NUM_LANES; l++) {
-            snprintf(buf, sizeof(buf), "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": "
-                     "{\"name\": \"%s\"}}", r.rank, l, lane_name((Lane)l));
-            event(buf);
-        }
+        event("{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"args\": {\"name\": \"%s\"}}", r.rank,
+              r.name.c_str());
+        event("{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": %d, \"args\": {\"sort_index\": %d}}", r.rank,
+              r.rank);
+        for (int l = 0; l < NUM_LANES; l++)
+            event("{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
+                  r.rank, l, lane_name((Lane)l));
         for (size_t i = 0; i < r.ops.size(); i++) {
             const StepOp& op = r.ops[i];
             if (std::isnan(r.start[i]) || std::isnan(r.end[i])) continue;
             std::string after;
             for (int a : op.after) after += (after.empty() ? "" : ", ") + std::to_string(a);
-            snprintf(buf, sizeof(buf), "{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, "
-                     "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"op\": %zu, \"unit\": %d, \"bytes\": %llu, \"group\": \"%s\", "
-                     "\"peer\": %d, \"shape\": \"%s\", \"after\": [%s]}}",
-                     op.name.c_str(), op_kind_name(op.kind), r.rank, (int)op.lane, us(r.start[i]),
-                     (r.end[i] - r.start[i]) * 1e6, i, op.unit, (unsigned long long)op.bytes, op.group.c_str(), op.peer,
-                     StepOp::op_key("", op.dims).c_str() + (op.dims.empty() ? 0 : 1), after.c_str());
-            event(buf);
+            event("{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
+                  "\"dur\": %.3f, \"args\": {\"op\": %zu, \"unit\": %d, \"bytes\": %llu, \"group\": \"%s\", "
+                  "\"peer\": %d, \"shape\": \"%s\", \"after\": [%s]}}",
+                  op.name.c_str(), op_kind_name(op.kind), r.rank, (int)op.lane, us(r.start[i]),
+                  (r.end[i] - r.start[i]) * 1e6, i, op.unit, (unsigned long long)op.bytes, op.group.c_str(), op.peer,
+                  StepOp::op_key("", op.dims).c_str() + (op.dims.empty() ? 0 : 1), after.c_str());
             if (op.kind != OpKind::Recv) continue;  // an arrow from the send it meets
             const std::tuple<int, int, int> from{r.line, op.peer, r.stage};
             const int n = received[from]++;
             auto s = sends.find(from);
             auto sender = rank_at.find({op.peer, r.line});
             if (s == sends.end() || n >= (int)s->second.size() || sender == rank_at.end()) continue;
-            snprintf(buf, sizeof(buf), "{\"ph\": \"s\", \"name\": \"send\", \"cat\": \"pipeline\", \"id\": %d, \"pid\": %d, "
-                     "\"tid\": %d, \"ts\": %.3f}", flow, ranks[sender->second].rank, s->second[n].second,
-                     us(s->second[n].first));
-            event(buf);
-            snprintf(buf, sizeof(buf), "{\"ph\": \"f\", \"bp\": \"e\", \"name\": \"send\", \"cat\": \"pipeline\", \"id\": %d, "
-                     "\"pid\": %d, \"tid\": %d, \"ts\": %.3f}", flow++, r.rank, (int)op.lane,
-                     std::max(us(r.start[i]), us(r.end[i]) - 0.001));  // (when its data has come: it may wait)
-            event(buf);
+            event("{\"ph\": \"s\", \"name\": \"send\", \"cat\": \"pipeline\", \"id\": %d, \"pid\": %d, \"tid\": %d, "
+                  "\"ts\": %.3f}", flow, ranks[sender->second].rank, s->second[n].second, us(s->second[n].first));
+            event("{\"ph\": \"f\", \"bp\": \"e\", \"name\": \"send\", \"cat\": \"pipeline\", \"id\": %d, \"pid\": %d, "
+                  "\"tid\": %d, \"ts\": %.3f}", flow++, r.rank, (int)op.lane,
+                  std::max(us(r.start[i]), us(r.end[i]) - 0.001));  // (when its data has come: it may wait)
         }
     }
     fprintf(f, "\n]}\n");

@@ -150,10 +150,7 @@ class PipelineStage {
     MemCounts live_after_forward, live_after_backward;
 
   private:
-    struct Span {
-        double start = 0, end = 0;
-    };
-    std::vector<Span> wall = std::vector<Span>(slots.size());
+    std::vector<SlotSpan> wall = std::vector<SlotSpan>(slots.size());
     std::vector<double> cpu = std::vector<double>(slots.size());
     HostClock step_clock;
 #ifdef ZERO_CUDA

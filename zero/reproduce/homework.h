@@ -150,8 +150,7 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
             snprintf(line, sizeof(line), "[%d/%d] homework: %s (%s): %.1f s", ++k, total, c.name, h.precision.c_str(),
                      r.seconds);
         } else {
-            std::string err = line_with(r.output, "error:");
-            h.why = err.empty() ? "exit status " + std::to_string(r.status) : err;
+            h.why = failure_reason(r);
             snprintf(line, sizeof(line), "[%d/%d] homework: %s: failed (%s)", ++k, total, c.name, h.why.c_str());
         }
         progress(line + time_left(clock.seconds(), k, total));

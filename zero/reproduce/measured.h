@@ -87,11 +87,9 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
             MemoryQuery q;
             q.cfg = cfg, q.stage = z, q.world = N, q.dtype_bytes = (size_t)bytes;
             q.micro_batch = s.micro_batch, q.seq_len = s.seq_len;
-            MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
-            p.predicted[0] = (double)pred.after_forward.total(Arena::Device);
-            p.predicted[1] = (double)pred.after_backward.total(Arena::Device);
-            p.predicted[2] = (double)pred.after_step.total(Arena::Device);
-            p.predicted[3] = (double)pred.reserved.total(Arena::Device);
+            const MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
+            const MemCounts* phases[4] = {&pred.after_forward, &pred.after_backward, &pred.after_step, &pred.reserved};
+            for (int ph = 0; ph < 4; ph++) p.predicted[ph] = (double)phases[ph]->total(Arena::Device);
 
             std::string run_dir = dir + "/runs/memory_z" + std::to_string(z) + "_n" + std::to_string(N);
             run_logged("rm -rf '" + run_dir + "'", "/dev/null");
@@ -108,8 +106,7 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
                 snprintf(line, sizeof(line), "[%d/%d] memory and traffic: stage %d, %d rank(s): %.1f s", ++k, total, z,
                          N, r.seconds);
             } else {
-                std::string err = line_with(r.output, "error:");
-                p.why = err.empty() ? "exit status " + std::to_string(r.status) : err;
+                p.why = failure_reason(r);
                 snprintf(line, sizeof(line), "[%d/%d] memory and traffic: stage %d, %d rank(s): not run (%s)", ++k,
                          total, z, N, p.why.c_str());
             }
@@ -132,27 +129,30 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
     csv.save();
     CsvWriter ccsv(dir + "/comm_vs_n.csv", {"stage", "ranks", "all_reduce_bytes", "reduce_scatter_bytes",
                                             "all_gather_bytes", "total_sent_bytes", "formula_bytes", "status"});
-    for (const MeasuredPoint& p : pts)
-        ccsv.row({std::to_string(p.stage), std::to_string(p.N),
-                  p.ran ? csv_num(p.sent[(int)CommOp::AllReduce], "%.0f") : "nan",
-                  p.ran ? csv_num(p.sent[(int)CommOp::ReduceScatter], "%.0f") : "nan",
-                  p.ran ? csv_num(p.sent[(int)CommOp::AllGather], "%.0f") : "nan",
-                  p.ran ? csv_num(p.sent_total, "%.0f") : "nan", csv_num(p.formula, "%.0f"),
-                  p.ran ? "measured" : csv_field(p.why)});
+    for (const MeasuredPoint& p : pts) {
+        auto sent = [&](double bytes) { return p.ran ? csv_num(bytes, "%.0f") : std::string("nan"); };
+        ccsv.row({std::to_string(p.stage), std::to_string(p.N), sent(p.sent[(int)CommOp::AllReduce]),
+                  sent(p.sent[(int)CommOp::ReduceScatter]), sent(p.sent[(int)CommOp::AllGather]), sent(p.sent_total),
+                  csv_num(p.formula, "%.0f"), p.ran ? "measured" : csv_field(p.why)});
+    }
     ccsv.save();
 
+    // a chart over the runs' N, its legend beside it
+    auto ranks_chart = [&](const std::string& title, const char* ylabel, int height) {
+        Chart c;
+        c.title = title;
+        c.x.label = "ranks N", c.y.label = ylabel;
+        c.x.log = true;
+        c.x.ticks.assign(s.ranks.begin(), s.ranks.end());
+        c.width = 1000, c.height = height;
+        c.legend_outside = true;
+        return c;
+    };
     // memory: one panel per stage; colour = phase; markers measured, dashed predicted, black the paper
     std::vector<Image> panels;
     const char* phase_labels[4] = {"after forward", "after backward", "after step", "peak"};
     for (int z = 0; z <= 3; z++) {
-        Chart c;
-        c.title = "stage " + std::to_string(z);
-        c.x.label = "ranks N";
-        c.y.label = "rank 0's memory (MiB)";
-        c.x.log = true;
-        c.x.ticks.assign(s.ranks.begin(), s.ranks.end());
-        c.width = 1000, c.height = 480;
-        c.legend_outside = true;
+        Chart c = ranks_chart("stage " + std::to_string(z), "rank 0's memory (MiB)", 480);
         for (int ph = 0; ph < 4; ph++) {
             LineSeries m{std::string(phase_labels[ph]) + ": measured", {}, {}, plot_color(ph), false, true, false, 6};
             LineSeries pr{"", {}, {}, plot_color(ph), true, false, true};
@@ -176,14 +176,7 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
                                          std::to_string(s.micro_batch) + ", T " + std::to_string(s.seq_len)));
 
     // traffic: bytes sent per rank per step vs N, and the split by collective at the largest N
-    Chart t;
-    t.title = "bytes sent per rank per step";
-    t.x.label = "ranks N";
-    t.y.label = "sent per step (MiB)";
-    t.x.log = true;
-    t.x.ticks.assign(s.ranks.begin(), s.ranks.end());
-    t.width = 1000, t.height = 560;
-    t.legend_outside = true;
+    Chart t = ranks_chart("bytes sent per rank per step", "sent per step (MiB)", 560);
     for (int k = 0; k < 2; k++) {  // the formulas first, so the measured points sit on top
         LineSeries f{k == 0 ? "2 Psi (N-1)/N s (stages 0-2)" : "3 Psi (N-1)/N s (stage 3)", {}, {}, PLOT_INK, k == 0,
                      false, true};

@@ -69,12 +69,7 @@ struct LargestModel {
 
 inline MemoryPrediction predict_family(const Gpt2Family& f, int layers, int stage, int nd) {
     MemoryQuery q;
-    q.cfg.num_layers = layers;
-    q.cfg.channels = f.channels;
-    q.cfg.num_heads = f.heads;
-    q.cfg.vocab_size = f.vocab;
-    q.cfg.padded_vocab_size = padded_vocab(f.vocab);
-    q.cfg.max_seq_len = f.seq_len;
+    q.cfg = GPT2Config{f.seq_len, f.vocab, padded_vocab(f.vocab), layers, f.heads, f.channels};
     q.stage = stage;
     q.world = nd;
     q.dtype_bytes = f.dtype_bytes;
@@ -87,25 +82,18 @@ inline MemoryPrediction predict_family(const Gpt2Family& f, int layers, int stag
 // The most layers whose predicted device footprint (everything allocated at
 // start-up) fits device_bytes: a binary search, the footprint growing with L.
 inline LargestModel largest_gpt2(const Gpt2Family& f, double device_bytes, int stage, int nd) {
-    auto fits = [&](int L, MemoryPrediction* out) {
-        MemoryPrediction p = predict_family(f, L, stage, nd);
-        if (out) *out = p;
-        return (double)p.reserved.total(Arena::Device) <= device_bytes;
+    auto fits = [&](int L) {
+        return (double)predict_family(f, L, stage, nd).reserved.total(Arena::Device) <= device_bytes;
     };
-    LargestModel best;
-    MemoryPrediction p;
-    if (!fits(1, &p)) return best;
+    if (!fits(1)) return {};
     // an upper bound: the paper's Psi (no activations) over a layer's 12 C^2 parameters
     double per_layer = 12.0 * f.channels * f.channels;
     int lo = 1, hi = (int)std::min(4.0e6, paper_max_params(device_bytes, stage, nd) / per_layer + 2);
-    while (fits(hi, nullptr)) hi *= 2;
+    while (fits(hi)) hi *= 2;
     while (hi - lo > 1) {  // fits(lo), !fits(hi)
         int mid = lo + (hi - lo) / 2;
-        (fits(mid, nullptr) ? lo : hi) = mid;
+        (fits(mid) ? lo : hi) = mid;
     }
-    fits(lo, &p);
-    best.layers = lo;
-    best.params = (double)p.psi;
-    best.bytes = (double)p.reserved.total(Arena::Device);
-    return best;
+    const MemoryPrediction p = predict_family(f, lo, stage, nd);
+    return {lo, (double)p.psi, (double)p.reserved.total(Arena::Device)};
 }

@@ -44,9 +44,8 @@ struct ClusterPoint {
 // would print the same): the GPT-2-like shape, T 1024, fp16.
 inline std::string cluster_flags(const ClusterRun& r, int batch) {
     const long tokens = (long)batch * 1024 * (r.gpus / r.tp) * r.micro_steps;
-    std::string f = fmt("-e L=%.0f,", r.L) + fmt("H=%.0f,", r.NH) + fmt("C=%.0f,", r.H) + fmt("V=%.0f,T=1024", r.V) +
-                    fmt(" -t 1024 -p fp16 -b %.0f", batch) + fmt(" -z %.0f", r.stage) + fmt(" -r %.0f", r.recompute) +
-                    fmt(" --tp %.0f", r.tp) + fmt(" --ranks %.0f", r.gpus);
+    std::string f = fmt("-e L=%.0f,H=%.0f,C=%.0f,V=%.0f,T=1024 -t 1024 -p fp16 -b %.0f -z %.0f -r %.0f --tp %.0f "
+                        "--ranks %.0f", r.L, r.NH, r.H, r.V, batch, r.stage, r.recompute, r.tp, r.gpus);
     if (r.micro_steps > 1) f += fmt(" -d %.0f", (double)tokens);
     if (!r.pa) f += " --partition_activations 0";
     if (r.pa_cpu) f += " --offload_activations 1";
@@ -113,9 +112,10 @@ struct StudySeries {
 };
 using Rows = std::vector<std::vector<std::string>>;
 
-inline void write_study(const std::string& dir, const std::string& name, const std::string& title,
-                        const std::string& xlabel, const std::string& ylabel, const std::vector<StudySeries>& series,
-                        bool xlog = false) {
+// Writes NAME.csv and NAME.png into dir and puts the PNG in the report.
+inline void write_study(const std::string& dir, Report& rep, const std::string& name, const std::string& alt,
+                        const std::string& title, const std::string& xlabel, const std::string& ylabel,
+                        const std::vector<StudySeries>& series, bool xlog = false) {
     CsvWriter csv(dir + "/" + name + ".csv", {"series", "x", "y", "note"});
     Chart c;
     c.title = title, c.x.label = xlabel, c.y.label = ylabel, c.x.log = xlog;
@@ -130,6 +130,7 @@ inline void write_study(const std::string& dir, const std::string& name, const s
     }
     csv.save();
     write_png(dir + "/" + name + ".png", render_chart(c));
+    rep.image(name + ".png", alt);
 }
 
 // A predicted point beside a published one: "33.1 (B 24) | 30.3 | +9%".
@@ -137,10 +138,10 @@ struct Misses {
     std::vector<double> errors;  // predicted / published - 1, per point with both
     std::string cell(const ClusterPoint& c, double published) {
         if (!c.batch) return "does not fit|" + (published > 0 ? fmt("%.1f", published) : std::string("-")) + "|";
-        std::string s = fmt("%.1f", c.tflops) + fmt(" (B %.0f)", c.batch) + "|";
+        std::string s = fmt("%.1f (B %.0f)|", c.tflops, c.batch);
         if (published <= 0) return s + "-|";
         errors.push_back(c.tflops / published - 1);
-        return s + fmt("%.1f", published) + "|" + fmt("%+.0f%%", 100 * errors.back());
+        return s + fmt("%.1f|%+.0f%%", published, 100 * errors.back());
     }
     double worst() const {
         double w = 0;
@@ -150,7 +151,7 @@ struct Misses {
     std::string range() const {  // as ratios: "0.72-1.31x"
         double lo = 1e9, hi = 0;
         for (double e : errors) lo = std::min(lo, 1 + e), hi = std::max(hi, 1 + e);
-        return errors.empty() ? "-" : fmt("%.2f", lo) + fmt("-%.2fx", hi);
+        return errors.empty() ? "-" : fmt("%.2f-%.2fx", lo, hi);
     }
 };
 inline std::vector<std::string> split_cells(const std::string& row) {
@@ -180,8 +181,8 @@ inline std::vector<StudySeries> megatron_table(const Profile& p, Rows& rows, Mis
             (data == 1 ? mp : dp).add(r.gpus, c.tflops), (data == 1 ? pmp : pdp).add(r.gpus, published);
             std::string cells = miss.cell(c, published);
             if (data == 1 && m.mp == 1) miss.errors.pop_back(), cells += " (the anchor)";
-            rows.push_back(split_cells(fmt("%.1fB", c.params / 1e9) + "|" + fmt("%.0f", r.gpus) + "|" +
-                                       fmt("MP %.0f", m.mp) + fmt(" x DP %.0f", data) + "|" + cells));
+            rows.push_back(split_cells(fmt("%.1fB|%.0f|MP %.0f x DP %.0f|", c.params / 1e9, r.gpus, m.mp, data) +
+                                       cells));
         }
     }
     return {mp, dp, pmp, pdp};
@@ -222,17 +223,15 @@ inline std::vector<StudySeries> figure2(const Profile& p, bool paper, Rows& rows
         ClusterPoint zp = cluster_point(p, z), bp = b.tp ? cluster_point(p, b) : ClusterPoint{};
         if (!zp.batch && paper) z.pa_cpu = true, zp = cluster_point(p, z);  // "Pa+cpu ... only when it is beneficial"
         const double x = zp.params / 1e9;
-        if (zp.batch) zero.add(x, zp.tflops, fmt("MP %.0f, ", z.tp) + fmt("B %.0f", zp.batch) + (z.pa_cpu ? ", Pa+cpu" : ""));
-        if (bp.batch) base.add(x, bp.tflops, fmt("MP %.0f, ", b.tp) + fmt("B %.0f", bp.batch));
+        if (zp.batch) zero.add(x, zp.tflops, fmt("MP %.0f, B %.0f", z.tp, zp.batch) + (z.pa_cpu ? ", Pa+cpu" : ""));
+        if (bp.batch) base.add(x, bp.tflops, fmt("MP %.0f, B %.0f", b.tp, bp.batch));
         pz.add(x, m.paper_zero), pb.add(x, m.paper_base);
-        rows.push_back(split_cells(fmt("%.3gB", x) + "|" + fmt("%.0f", z.gpus) + fmt(" (MP %.0f", z.tp) +
-                                   (z.pa_cpu ? ", Pa+cpu)" : ")") + "|" +
-                                   zmiss.cell(zp, paper ? m.paper_zero : 0) + "|" + fmt("%.0f", b.gpus) +
-                                   fmt(" (MP %.0f)", b.tp) + "|" + bmiss.cell(bp, paper ? m.paper_base : 0)));
+        rows.push_back(split_cells(fmt("%.3gB|%.0f (MP %.0f", x, z.gpus, z.tp) + (z.pa_cpu ? ", Pa+cpu)" : ")") + "|" +
+                                   zmiss.cell(zp, paper ? m.paper_zero : 0) + fmt("|%.0f (MP %.0f)|", b.gpus, b.tp) +
+                                   bmiss.cell(bp, paper ? m.paper_base : 0)));
     }
-    std::vector<StudySeries> out = {zero, base};
-    if (paper) out.push_back(pz), out.push_back(pb);
-    return out;
+    if (paper) return {zero, base, pz, pb};
+    return {zero, base};
 }
 
 // Figure 3: a 60B model (75 x 8192, 32 heads, MP 16) from 64 to 400 GPUs, per GPU and in all, against linear
@@ -255,12 +254,10 @@ inline std::vector<StudySeries> figure3(const Profile& p, bool paper, Rows& rows
         }
         published.add(gpus[i], paper_per[i]);
         rows.push_back(split_cells(fmt("%.0f", gpus[i]) + "|" + miss.cell(c, paper ? paper_per[i] : 0) + "|" +
-                                   (c.batch ? fmt("%.0f", c.tflops * gpus[i]) + "|" + fmt("%.2f", c.tflops / first)
-                                            : std::string("|"))));
+                                   (c.batch ? fmt("%.0f|%.2f", c.tflops * gpus[i], c.tflops / first) : "|")));
     }
-    std::vector<StudySeries> out = {per, total, linear};
-    if (paper) out.push_back(published);
-    return out;
+    if (paper) return {per, total, linear, published};
+    return {per, total, linear};
 }
 
 // Figure 4: no model parallelism on 128 GPUs: ZeRO (Pos+g) against data parallelism alone (stage 0); on
@@ -282,9 +279,8 @@ inline std::vector<StudySeries> figure4(const Profile& p, bool paper, Rows& rows
         rows.push_back(split_cells(fmt("%.3gB", x) + "|" + (m.stage ? "ZeRO" : "data parallel") + "|" +
                                    miss.cell(c, paper ? m.published : 0)));
     }
-    std::vector<StudySeries> out = {zero, dp};
-    if (paper) out.push_back(pz), out.push_back(pd);
-    return out;
+    if (paper) return {zero, dp, pz, pd};
+    return {zero, dp};
 }
 
 // Table 3's configurations at MP 16: C1 Pos, C2 Pos+Pa, C3 Pos+g, C4 Pos+g+Pa, C5 Pos+g+Pa+cpu. (CB and MD,
@@ -321,8 +317,8 @@ inline void figures678(const Profile& p, std::vector<StudySeries>& f6, std::vect
         if (b.batch) t170.add(c, b.tflops, fmt("B %.0f", b.batch));
         pt60.add(c, paper60[c - 1]);
         if (c == 5) pt170.add(c, 20.8);
-        rows.push_back(split_cells(fmt("C%.0f", c) + "|" + fmt("%.0f", biggest) + fmt(" (%.0f)", paper_size[c - 1]) +
-                                   "|" + fmt("%.1f", g40) + fmt(" (%.1f)", paper40[c - 1]) + "|" + fmt("%.1f", g100) +
+        rows.push_back(split_cells(fmt("C%.0f|%.0f (%.0f)|%.1f (%.1f)|%.1f", c, biggest, paper_size[c - 1], g40,
+                                       paper40[c - 1], g100) +
                                    (paper100[c - 1] > 0 ? fmt(" (%.1f)", paper100[c - 1]) : std::string(" (-)")) + "|" +
                                    miss.cell(a, paper60[c - 1]) + "|" +
                                    (c == 5 ? miss.cell(b, 20.8) : std::string("did not run|-|"))));
@@ -340,7 +336,7 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, const std::string& run
     const M models[] = {{12, 768, 12}, {24, 1024, 16}, {36, 1280, 20}, {48, 1600, 25}, {64, 2048, 16},
                         {24, 4096, 32}, {32, 4096, 32}, {40, 4096, 32}, {48, 4096, 32}, {64, 4096, 32}};
     auto cell = [](const ClusterPoint& q) {
-        return q.batch ? fmt("%.0f", q.tokens_per_s) + fmt(" (B %.0f, ", q.batch) + fmt("%.0f TFLOP/s)", q.tflops)
+        return q.batch ? fmt("%.0f (B %.0f, %.0f TFLOP/s)", q.tokens_per_s, q.batch, q.tflops)
                        : std::string("does not fit");
     };
     for (const M& m : models) {
@@ -403,10 +399,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "beside, with the error of every point.");
     Rows rows;
     Misses mega;
-    write_study(dir, "megatron", "Megatron-LM's V100 weak scaling: predicted and published", "GPUs",
-                "TFLOP/s per GPU", megatron_table(v100, rows, mega), true);
     rep.heading("Held out first: Megatron-LM's own V100 table", 3);
-    rep.image("megatron.png", "Megatron-LM weak scaling");
+    write_study(dir, rep, "megatron", "Megatron-LM weak scaling", "Megatron-LM's V100 weak scaling: predicted and "
+                "published", "GPUs", "TFLOP/s per GPU", megatron_table(v100, rows, mega), true);
     rep.para("Megatron-LM (arXiv 1909.08053, Table 1 and Figure 5) on DGX-2H V100s, micro-batch 8 per model "
              "replica, T 1024: its 1.2B model on one GPU (the anchor, 39 TFLOP/s: " + fmt("%.1f", 39 * 125.0 / 130) +
              " on the DGX-2's slower clock), 2.5B, 4.2B and 8.3B on 2, 4 and 8 GPUs of tensor parallelism in a node, "
@@ -415,8 +410,8 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     rep.table({"model", "GPUs", "grid", "predicted TFLOP/s per GPU", "published", "error"}, rows);
     int within = 0;
     for (double e : mega.errors) within += std::fabs(e) <= 0.10;
-    rep.para(fmt("**%.0f", within) + fmt(" of the %.0f held-out points within 10%%**", (double)mega.errors.size()) +
-             fmt(" (worst %.0f%%).", 100 * mega.worst()) +
+    rep.para(fmt("**%.0f of the %.0f held-out points within 10%%** (worst %.0f%%).", within, mega.errors.size(),
+                 100 * mega.worst()) +
              " Where a point misses: the published data-parallel costs do not follow any one network bandwidth. "
              "Each node must all-reduce the whole model's fp16 gradients (2 bytes a parameter, whatever the tensor "
              "parallelism), and a ring all-reduce sends twice that through the node's NICs: the 1.2B's published "
@@ -428,10 +423,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "both, and so predicts the 8.3B's data parallelism dearer than published.");
     rows.clear();
     Misses z2, b2;
-    write_study(dir, "paper_fig2", "Figure 2: throughput per GPU vs model size, 400 V100 (predicted)",
-                "model size (billions of parameters)", "TFLOP/s per GPU", figure2(v100, true, rows, z2, b2));
     rep.heading("Figure 2: ZeRO against tensor parallelism alone, 400 V100", 3);
-    rep.image("paper_fig2.png", "Figure 2");
+    write_study(dir, rep, "paper_fig2", "Figure 2", "Figure 2: throughput per GPU vs model size, 400 V100 (predicted)",
+                "model size (billions of parameters)", "TFLOP/s per GPU", figure2(v100, true, rows, z2, b2));
     rep.para("The paper's configurations (its appendix, Table 1): ZeRO with MP 1 to 16 inside a node, the baseline "
              "with the MP it needed (32 to 256: across 2 to 16 nodes) on 400, 384 or 256 GPUs, each at the paper's "
              "micro-batch. Where ZeRO's point does not fit with Pa, it runs with Pa+cpu, as the paper says it did "
@@ -469,10 +463,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     }
     rows.clear();
     Misses m3;
-    write_study(dir, "paper_fig3", "Figure 3: 60B (75 x 8192, MP 16) from 64 to 400 V100 (predicted)", "GPUs",
-                "TFLOP/s", figure3(v100, true, rows, m3));
     rep.heading("Figure 3: super-linear scaling of a 60B model", 3);
-    rep.image("paper_fig3.png", "Figure 3");
+    write_study(dir, rep, "paper_fig3", "Figure 3", "Figure 3: 60B (75 x 8192, MP 16) from 64 to 400 V100 (predicted)",
+                "GPUs", "TFLOP/s", figure3(v100, true, rows, m3));
     rep.table({"GPUs", "predicted per GPU", "paper", "error", "all GPUs", "per GPU / at 64"}, rows);
     rep.para("The paper's micro-batches (16, 48, 48, 64: its appendix, Table 2). The paper: \"super linear speedup "
              "in the regime of 64-400 GPUs\", from 25.6 TFLOP/s per GPU at 64 to 37.6 at 128. The model finds a step "
@@ -483,10 +476,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "fullest of the four).");
     rows.clear();
     Misses m4;
-    write_study(dir, "paper_fig4", "Figure 4: no model parallelism, 128 V100 (predicted)",
-                "model size (billions of parameters)", "TFLOP/s per GPU", figure4(v100, true, rows, m4));
     rep.heading("Figure 4: the largest model without model parallelism", 3);
-    rep.image("paper_fig4.png", "Figure 4");
+    write_study(dir, rep, "paper_fig4", "Figure 4", "Figure 4: no model parallelism, 128 V100 (predicted)",
+                "model size (billions of parameters)", "TFLOP/s per GPU", figure4(v100, true, rows, m4));
     rep.table({"model", "system", "predicted", "paper", "error"}, rows);
     rep.para(fmt("Every point within %.0f%%", 100 * m4.worst()) + " of the paper, at its micro-batches (its appendix, "
              "Table 6). The model follows the paper's fall at 11-13B, where the micro-batch shrinks to 4 and 2 and "
@@ -496,16 +488,13 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
     Misses m8;
     std::vector<StudySeries> f6, f7, f8;
     figures678(v100, f6, f7, f8, rows, m8);
-    write_study(dir, "paper_fig6", "Figure 6: the largest model per configuration, MP 16, batch 16 (predicted)",
-                "configuration C1..C5", "billions of parameters", f6);
-    write_study(dir, "paper_fig7", "Figure 7: device memory of 40B and 100B per configuration (predicted)",
-                "configuration C1..C5", "GiB per GPU (predictor's reserved bytes)", f7);
-    write_study(dir, "paper_fig8", "Figure 8: throughput per configuration (predicted)", "configuration C1..C5",
-                "TFLOP/s per GPU", f8);
     rep.heading("Figures 6-8: configurations C1-C5 (Table 3)", 3);
-    rep.image("paper_fig6.png", "Figure 6");
-    rep.image("paper_fig7.png", "Figure 7");
-    rep.image("paper_fig8.png", "Figure 8");
+    write_study(dir, rep, "paper_fig6", "Figure 6", "Figure 6: the largest model per configuration, MP 16, batch 16 "
+                "(predicted)", "configuration C1..C5", "billions of parameters", f6);
+    write_study(dir, rep, "paper_fig7", "Figure 7", "Figure 7: device memory of 40B and 100B per configuration "
+                "(predicted)", "configuration C1..C5", "GiB per GPU (predictor's reserved bytes)", f7);
+    write_study(dir, rep, "paper_fig8", "Figure 8", "Figure 8: throughput per configuration (predicted)",
+                "configuration C1..C5", "TFLOP/s per GPU", f8);
     rep.para("C1 Pos, C2 Pos + Pa, C3 Pos+g, C4 Pos+g + Pa, C5 Pos+g + Pa+cpu, all at MP 16 (CB and MD, constant "
              "buffers and defragmentation, are what this trainer does anyway: everything is allocated once). The "
              "largest model and the memory are the memory predictor's (the paper's in brackets: its \"max cached\" "
@@ -521,32 +510,28 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "to. C3 does not fit at micro-batch 32 by this trainer's memory (the paper ran it).");
     rows.clear();
     Misses h2a, h2b, h3, h4;
-    write_study(dir, "h100_fig2", "Figure 2 on 400 H100 (50 DGX H100 nodes, predicted)",
-                "model size (billions of parameters)", "TFLOP/s per GPU", figure2(h100s, false, rows, h2a, h2b));
     rep.heading("The same studies on an H100 cluster", 3);
     rep.para("A current cluster (`h100_dgx.json`: DGX H100 nodes of 8 H100 on NVLink 4, 8 x 400 Gb/s), this "
              "trainer's kernels as measured on an H100 and its software (communication overlapping the backward "
              "pass); the paper's shapes, ZeRO's MP at most a node, the baseline's the fewest GPUs that hold the "
              "model, each at the largest micro-batch that fits 80 GB.");
-    rep.image("h100_fig2.png", "Figure 2 on H100");
+    write_study(dir, rep, "h100_fig2", "Figure 2 on H100", "Figure 2 on 400 H100 (50 DGX H100 nodes, predicted)",
+                "model size (billions of parameters)", "TFLOP/s per GPU", figure2(h100s, false, rows, h2a, h2b));
     rep.table({"model", "ZeRO GPUs", "ZeRO predicted", "", "", "baseline GPUs", "baseline predicted", "", ""}, rows);
     rows.clear();
-    write_study(dir, "h100_fig3", "Figure 3 on H100: 60B, MP 8 (predicted)", "GPUs", "TFLOP/s",
-                figure3(h100s, false, rows, h3));
-    rep.image("h100_fig3.png", "Figure 3 on H100");
+    write_study(dir, rep, "h100_fig3", "Figure 3 on H100", "Figure 3 on H100: 60B, MP 8 (predicted)", "GPUs",
+                "TFLOP/s", figure3(h100s, false, rows, h3));
     rep.table({"GPUs", "predicted per GPU", "", "", "all GPUs", "per GPU / at 64"}, rows);
     rows.clear();
-    write_study(dir, "h100_fig4", "Figure 4 on 128 H100 (predicted)", "model size (billions of parameters)",
-                "TFLOP/s per GPU", figure4(h100s, false, rows, h4));
-    rep.image("h100_fig4.png", "Figure 4 on H100");
+    write_study(dir, rep, "h100_fig4", "Figure 4 on H100", "Figure 4 on 128 H100 (predicted)",
+                "model size (billions of parameters)", "TFLOP/s per GPU", figure4(h100s, false, rows, h4));
     rep.table({"model", "system", "predicted", "", ""}, rows);
     rows.clear();
     double ratio = 0;
-    write_study(dir, "one_gpu", "One H100: tokens/s vs model size, with and without offload (predicted)",
-                "model size (billions of parameters)", "tokens/s", one_gpu(h100, profiles + "/h100_runs.csv", rows, ratio),
-                true);
     rep.heading("One GPU, with and without offload", 3);
-    rep.image("one_gpu.png", "one GPU");
+    write_study(dir, rep, "one_gpu", "one GPU", "One H100: tokens/s vs model size, with and without offload "
+                "(predicted)", "model size (billions of parameters)", "tokens/s",
+                one_gpu(h100, profiles + "/h100_runs.csv", rows, ratio), true);
     rep.para("One H100 (`h100.json`), T 1024, bf16, the largest micro-batch that fits 80 GB; the last rows set runs "
              "measured on an H100 (`h100_runs.csv`) beside the model at the same settings: without offload it "
              "predicts " + fmt("%.2f", ratio) + " times what they did.");

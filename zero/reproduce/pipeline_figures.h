@@ -32,6 +32,7 @@ struct BubbleRun {
     bool ran = false;
     std::string why, dir;
     double measured = NAN, wall = NAN;
+    CsvTable timeline;  // the run's pipeline_timeline.csv
 };
 
 // Tokens from a sparse Markov chain over V tokens, as the tests' shards.
@@ -62,8 +63,7 @@ inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir,
     CommandRun r = run_logged(cmd, b.dir + ".log");
     std::string line = line_with(r.output, "pipeline bubble (");
     if (r.status != 0 || line.empty()) {
-        std::string err = line_with(r.output, "error:");
-        b.why = err.empty() ? "exit status " + std::to_string(r.status) : err;
+        b.why = failure_reason(r);
         return b;
     }
     b.ran = true;
@@ -71,22 +71,22 @@ inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir,
     b.measured = atof(line.c_str() + at + 9);
     at = line.find("the wall clock here ");
     b.wall = atof(line.c_str() + at + 20);
+    b.timeline = read_csv_table(b.dir + "/pipeline_timeline.csv");
     return b;
 }
 
 // Slot boxes of one run's pipeline_timeline.csv, a row per stage.
 inline Chart timeline_chart(const BubbleRun& b, double x_max) {
     Chart c;
-    c.title = b.schedule + ": " + std::to_string(b.P) + " stages, " + std::to_string(b.m) + " micro-batches, bubble " +
-              fmt("%.3f", b.measured) + " measured, " + fmt("%.3f", (b.P - 1.0) / (b.m + b.P - 1.0)) +
-              " by the formula";
+    c.title = b.schedule + fmt(": %.0f stages, %.0f micro-batches, bubble %.3f measured, %.3f by the formula", b.P,
+                               b.m, b.measured, (b.P - 1.0) / (b.m + b.P - 1.0));
     c.x.label = "time in the step (ms): each slot's own time, laid out as on " + std::to_string(b.P) + " devices";
     c.y.label = "stage";
     c.height = 90 + 70 * b.P;
     c.x.min = 0, c.x.max = x_max;
     for (int s = 0; s < b.P; s++) c.y.ticks.push_back(s);
     c.y.min = -0.5, c.y.max = b.P - 0.5;
-    CsvTable t = read_csv_table(b.dir + "/pipeline_timeline.csv");
+    const CsvTable& t = b.timeline;
     for (size_t i = 0; i < t.rows.size(); i++) {
         bool back = t.text(i, "pass") == "backward";
         double y = t.num(i, "stage");
@@ -115,8 +115,8 @@ inline void write_pipeline_figures(const PipelineSettings& s, const std::string&
         for (int m : {1, 2, 4, 8, 16}) {
             sweep.push_back(P == 4 && m == 8 ? shown[0] : run_pipeline(s, dir, tokens, P, m, "1f1b"));
             progress("pipeline: P " + std::to_string(P) + ", m " + std::to_string(m) + ": " +
-                     (sweep.back().ran ? "bubble " + fmt("%.3f", sweep.back().measured) + " measured, " +
-                                             fmt("%.3f", (P - 1.0) / (m + P - 1.0)) + " by the formula"
+                     (sweep.back().ran ? fmt("bubble %.3f measured, %.3f by the formula", sweep.back().measured,
+                                             (P - 1.0) / (m + P - 1.0))
                                        : "not run (" + sweep.back().why + ")"));
         }
 
@@ -130,22 +130,20 @@ inline void write_pipeline_figures(const PipelineSettings& s, const std::string&
              "pipeline's (a waiting rank frees its core for a busy one), so it is listed apart.");
     bool drew = true;
     if (shown[0].ran && shown[1].ran) {
-        CsvTable a = read_csv_table(shown[0].dir + "/pipeline_timeline.csv"), b = read_csv_table(shown[1].dir + "/pipeline_timeline.csv");
         double x_max = 0;
-        for (const CsvTable* t : {&a, &b})
-            for (size_t i = 0; i < t->rows.size(); i++) x_max = std::max(x_max, t->num(i, "end_ms"));
+        for (const BubbleRun& r : shown)
+            for (size_t i = 0; i < r.timeline.rows.size(); i++) x_max = std::max(x_max, r.timeline.num(i, "end_ms"));
         drew = write_png(dir + "/pipeline_timeline.png",
                          tile_images({render_chart(timeline_chart(shown[0], x_max)), render_chart(timeline_chart(shown[1], x_max))},
                                      1, "one step, slot by slot"));
+        // both runs' rows (the trainer's columns, write_bubble_csv), each after its schedule's name
         CsvWriter tl(dir + "/pipeline_timeline.csv", {"schedule", "stage", "slot", "micro", "pass", "busy_ms",
                                                       "start_ms", "end_ms", "wall_start_ms", "wall_end_ms"});
-        for (const BubbleRun* r : {&shown[0], &shown[1]}) {
-            CsvTable t = read_csv_table(r->dir + "/pipeline_timeline.csv");
-            for (size_t i = 0; i < t.rows.size(); i++)
-                tl.row({r->schedule, t.text(i, "stage"), t.text(i, "slot"), t.text(i, "micro"), t.text(i, "pass"),
-                        t.text(i, "busy_ms"), t.text(i, "start_ms"), t.text(i, "end_ms"), t.text(i, "wall_start_ms"),
-                        t.text(i, "wall_end_ms")});
-        }
+        for (const BubbleRun& r : shown)
+            for (std::vector<std::string> row : r.timeline.rows) {
+                row.insert(row.begin(), r.schedule);
+                tl.row(row);
+            }
         tl.save();
         if (drew) rep.image("pipeline_timeline.png", "1F1B and GPipe timelines");
     }

@@ -33,8 +33,10 @@ struct Report {
     }
 };
 
-inline std::string fmt(const char* format, double v) {
-    char buf[64];
-    snprintf(buf, sizeof(buf), format, v);
+// printf's format of numbers, every one passed as a double (a count too: "%.0f").
+template <typename... Numbers>
+std::string fmt(const char* format, Numbers... v) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), format, (double)v...);
     return buf;
 }

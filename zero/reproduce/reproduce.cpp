@@ -41,6 +41,15 @@ static int parse_int(const std::string& flag, const std::string& v, int lo) {
     return (int)x;
 }
 
+static std::vector<std::string> split_commas(const std::string& list) {
+    std::vector<std::string> items;
+    for (size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
+        comma = list.find(',', start);
+        items.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    }
+    return items;
+}
+
 static Args parse_args(int argc, char** argv) {
     Args a;
     for (int i = 1; i < argc; i++) {
@@ -73,24 +82,14 @@ static Args parse_args(int argc, char** argv) {
         else if (f == "--trainer_flags") a.measure.flags = a.homework.flags = a.check.flags = v;
         else if (f == "--ranks") {
             a.measure.ranks.clear();
-            size_t start = 0;
-            while (start <= v.size()) {
-                size_t comma = v.find(',', start);
-                std::string one = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-                a.measure.ranks.push_back(parse_int(f, one, 1));
-                if (comma == std::string::npos) break;
-                start = comma + 1;
-            }
+            for (const std::string& one : split_commas(v)) a.measure.ranks.push_back(parse_int(f, one, 1));
         } else fail("unknown flag %s (see --help)", f.c_str());
     }
-    size_t start = 0;
-    while (start < a.parts.size()) {
-        size_t comma = a.parts.find(',', start);
-        std::string p = a.parts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::vector<std::string> parts = split_commas(a.parts);
+    if (parts.back().empty()) parts.pop_back();  // "" and a trailing comma name no part
+    for (const std::string& p : parts)
         CHECK(p == "paper" || p == "memory" || p == "homework" || p == "pipeline" || p == "check" || p == "throughput",
               "--parts: unknown part '%s' (paper, memory, homework, pipeline, check, throughput)", p.c_str());
-        start = comma == std::string::npos ? a.parts.size() : comma + 1;
-    }
     bool runs = a.parts.find("memory") != std::string::npos || a.parts.find("homework") != std::string::npos ||
                 a.parts.find("pipeline") != std::string::npos || a.parts.find("check") != std::string::npos;
     CHECK(!runs || !a.measure.trainer.empty(), "--trainer is needed to measure (memory, homework, pipeline, check)");

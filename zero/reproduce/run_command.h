@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <sys/wait.h>
@@ -15,15 +17,10 @@ struct CommandRun {
     std::string output;   // stdout and stderr together (also in the log file)
 };
 
+// The whole file ("" if it cannot be read).
 inline std::string read_text_file(const std::string& path) {
-    std::string text;
-    FILE* f = fopen(path.c_str(), "r");
-    if (!f) return text;
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-    fclose(f);
-    return text;
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 inline CommandRun run_logged(const std::string& command, const std::string& log_path) {
@@ -53,4 +50,10 @@ inline std::string line_with(const std::string& text, const std::string& needle)
     size_t begin = text.rfind('\n', at), end = text.find('\n', at);
     begin = begin == std::string::npos ? 0 : begin + 1;
     return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// Why a run failed: its first "error:" line, else its exit status.
+inline std::string failure_reason(const CommandRun& r) {
+    std::string err = line_with(r.output, "error:");
+    return err.empty() ? "exit status " + std::to_string(r.status) : err;
 }

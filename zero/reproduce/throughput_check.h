@@ -88,6 +88,11 @@ struct CheckPoint {
     double error() const { return predicted / measured - 1; }
 };
 
+inline double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? NAN : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
 // "step 0.1234 s" from --predict's output; the step lines' milliseconds from a run.
 inline double predicted_seconds(const std::string& out) {
     std::string l = line_with(out, "  step ");
@@ -104,9 +109,7 @@ inline double measured_seconds(const std::string& out, int warmup) {
         if (bar != std::string::npos && line.find(" ms") != std::string::npos) ms.push_back(atof(line.c_str() + bar + 1));
     }
     if ((int)ms.size() <= warmup) return NAN;
-    std::vector<double> t(ms.begin() + warmup, ms.end());
-    std::sort(t.begin(), t.end());
-    return (t.size() % 2 ? t[t.size() / 2] : (t[t.size() / 2 - 1] + t[t.size() / 2]) / 2) / 1000.0;
+    return median(std::vector<double>(ms.begin() + warmup, ms.end())) / 1000.0;
 }
 
 inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const std::string& dir,
@@ -173,11 +176,8 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
                         fmt("%+.1f%%", 100 * p.error())});
     }
     csv.save();
-    std::vector<double> sorted = errs;
-    std::sort(sorted.begin(), sorted.end());
-    double median = sorted.empty() ? NAN : sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                                              : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-    double worst = sorted.empty() ? NAN : sorted.back();
+    const double median_error = median(errs);
+    const double worst = errs.empty() ? NAN : *std::max_element(errs.begin(), errs.end());
     Chart c;
     c.title = "step time: predicted against measured (" + device + ")";
     c.x.label = "measured step (s)", c.y.label = "predicted step (s)";
@@ -198,7 +198,7 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
              "as its ranks keep in flight; then its step predicted from those times (`--predict`) and measured (the median "
              "of " + std::to_string(s.steps - 2) + " steps after 2 warm-up steps); each run into a profile of its own, "
              "so one disturbed measurement spoils one run only. The calibration never sees a "
-             "step's time, and no constant is fitted to one. **Median |error| " + fmt("%.1f%%", 100 * median) +
+             "step's time, and no constant is fitted to one. **Median |error| " + fmt("%.1f%%", 100 * median_error) +
              ", max " + fmt("%.1f%%", 100 * worst) + "** (targets 5% and 15%). Numbers: `throughput_check.csv`.");
     rep.table({"run", "predicted s", "measured s", "error"}, rows);
 }
