@@ -247,11 +247,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (!o.sample.empty()) {  // text from a model instead of training
-        switch (parse_precision(o.precision)) {
-            case DType::F32: run_sample<float>(o); break;
-            case DType::BF16: run_sample<bf16>(o); break;
-            case DType::F16: run_sample<f16>(o); break;
-        }
+        in_dtype(parse_precision(o.precision), [&](auto t) { run_sample<decltype(t)>(o); });
         return 0;
     }
     if (!o.export_hf.empty() && o.consolidate.empty()) {  // a conversion: no run to set up
@@ -278,11 +274,7 @@ int main(int argc, char** argv) {
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
     if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
-        switch (run.dtype) {
-            case DType::F32: calibrate_profile<float>(o, run, "fp32", stdout); break;
-            case DType::BF16: calibrate_profile<bf16>(o, run, "bf16", stdout); break;
-            case DType::F16: calibrate_profile<f16>(o, run, "fp16", stdout); break;
-        }
+        in_dtype(run.dtype, [&](auto t) { calibrate_profile<decltype(t)>(o, run, dtype_name(run.dtype), stdout); });
         return 0;
     }
     if (o.estimate) {  // the prediction, and whether it fits this machine (exit status 1 if not)
@@ -302,10 +294,6 @@ int main(int argc, char** argv) {
     refuse_if_too_big(o, run);  // (its cudaMemGetInfo opens the CUDA context)
     device_used_at_start = device_memory_used();
     if (run.launch.rank == 0) claim_output_dir(o.output_dir, o.resume != 0, o.overwrite != 0);
-    switch (run.dtype) {
-        case DType::F32: run_world<float>(o, run); break;
-        case DType::BF16: run_world<bf16>(o, run); break;
-        case DType::F16: run_world<f16>(o, run); break;
-    }
+    in_dtype(run.dtype, [&](auto t) { run_world<decltype(t)>(o, run); });
     return 0;
 }

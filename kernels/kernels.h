@@ -51,26 +51,16 @@ ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 
 // kind: the op's name, typed by a compute dtype of dtype_bytes (0: untyped:
 // "matmul_fwd" and 2 -> "matmul_fwd_16"); dims: its shape; acc: a braced list
-// of accesses, or a vector where their number depends on the data.
-template <typename Accesses, typename Run>
-void launch_with(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
-                 const Accesses& acc, Run&& run) {
+// of accesses (Accesses' default), or a vector where their number depends on the data.
+template <typename Run, typename Accesses = std::initializer_list<Access>>
+void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
+            const Accesses& acc, Run&& run) {
     check_on(ctx.stream, kind, acc);
     if (!tl_recorder) return run();
     StepOp op = step_op(OpKind::Kernel, stream_lane(ctx.stream),
                         std::string(kind) + (dtype_bytes == 0 ? "" : dtype_bytes == 4 ? "_f32" : "_16"));
     op.dims = dims, op.acc.assign(acc.begin(), acc.end());
     perform(op, ctx.stream, run, [s = ctx.stream] { stream_sync(s); });  // a capture runs it again, finished on its stream
-}
-template <typename Run>
-void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
-            std::initializer_list<Access> acc, Run&& run) {
-    launch_with(ctx, kind, dtype_bytes, dims, acc, std::forward<Run>(run));
-}
-template <typename Run>
-void launch(const KernelCtx& ctx, const char* kind, int dtype_bytes, std::initializer_list<long> dims,
-            const std::vector<Access>& acc, Run&& run) {
-    launch_with(ctx, kind, dtype_bytes, dims, acc, std::forward<Run>(run));
 }
 
 // out = wte[tokens] + wpe[position]
@@ -103,7 +93,6 @@ void encoder_backward(const KernelCtx& ctx, T* dwte, T* dwpe, const T* dout /* (
                ZERO_DISPATCH(encoder_backward_cuda(ctx, dwte, dwpe, dout, tokens, tokens_host, B, T_, C, split),
                              encoder_backward_cpu(dwte, dwpe, dout, tokens_host, B, T_, C, 0, INT_MAX, split));
            });
-    (void)tokens;
 }
 
 template <typename T>

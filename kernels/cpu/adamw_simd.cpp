@@ -54,30 +54,15 @@
 #endif
 
 const char* cpu_isa_name(CpuIsa isa) {
-    switch (isa) {
-        case CpuIsa::AVX512: return "avx512";
-        case CpuIsa::AVX2: return "avx2";
-        case CpuIsa::Scalar: return "scalar";
-        default: return "auto";
-    }
+    static const char* const names[] = {"scalar", "avx2", "avx512"};  // by CpuIsa's value
+    return isa == CpuIsa::Scalar || isa == CpuIsa::AVX2 || isa == CpuIsa::AVX512 ? names[(int)isa] : "auto";
 }
 
 namespace cpu_adamw_detail {
 
 Consts make_consts(const AdamWStep& s) {
-    Consts c;
-    c.b1 = s.beta1;
-    c.omb1 = 1.0f - s.beta1;
-    c.b2 = s.beta2;
-    c.omb2 = 1.0f - s.beta2;
-    c.bc1 = s.bias_correction1;
-    c.bc2 = s.bias_correction2;
-    c.eps = s.eps;
-    c.wd = s.weight_decay;
-    c.nlr = -s.lr;
-    c.gs = s.grad_scale;
-    c.seed = s.rounding_seed;
-    return c;
+    return {s.beta1, 1.0f - s.beta1, s.beta2, 1.0f - s.beta2, s.bias_correction1, s.bias_correction2,
+            s.eps, s.weight_decay, -s.lr, s.grad_scale, s.rounding_seed};
 }
 
 // The stochastic-rounding key of the high half of an index (see rounding_bits).
@@ -325,10 +310,7 @@ CpuFeatures detect_features() {
 
 bool isa_supported(CpuIsa isa) {
     static const CpuFeatures f = detect_features();
-    if (isa == CpuIsa::Scalar) return true;
-    if (isa == CpuIsa::AVX2) return f.avx2;
-    if (isa == CpuIsa::AVX512) return f.avx512;
-    return false;
+    return isa == CpuIsa::Scalar || (isa == CpuIsa::AVX2 && f.avx2) || (isa == CpuIsa::AVX512 && f.avx512);
 }
 
 CpuIsa best_isa() {
@@ -431,40 +413,24 @@ static CpuIsa vector_isa(CpuIsa isa, const char* what) {
     return isa;
 }
 
+// The AVX-512 or the AVX2 instance of the body's template fn, as the test
+// `what` asked for (checked; where no vector path is compiled, only the check).
+#if ZERO_CPU_ADAMW_X86
+#define ZA_VECTOR_CALL(isa, what, fn, ...)                                          \
+    (vector_isa(isa, what) == CpuIsa::AVX512 ? avx512_path::fn<Avx512>(__VA_ARGS__) \
+                                             : avx2_path::fn<Avx2>(__VA_ARGS__))
+#else
+#define ZA_VECTOR_CALL(isa, what, fn, ...) (void)vector_isa(isa, what)
+#endif
+
 void vector_to_f16(CpuIsa isa, const float* x, uint16_t* out, size_t n) {
-#if ZERO_CPU_ADAMW_X86
-    if (vector_isa(isa, "vector_to_f16") == CpuIsa::AVX512)
-        avx512_path::to_f16_array<Avx512>(x, out, n);
-    else
-        avx2_path::to_f16_array<Avx2>(x, out, n);
-#else
-    (void)x, (void)out, (void)n;
-    vector_isa(isa, "vector_to_f16");
-#endif
+    ZA_VECTOR_CALL(isa, "vector_to_f16", to_f16_array, x, out, n);
 }
-
 void vector_bf16_stochastic(CpuIsa isa, const float* x, const uint32_t* rnd, uint16_t* out, size_t n) {
-#if ZERO_CPU_ADAMW_X86
-    if (vector_isa(isa, "vector_bf16_stochastic") == CpuIsa::AVX512)
-        avx512_path::bf16_stochastic_array<Avx512>(x, rnd, out, n);
-    else
-        avx2_path::bf16_stochastic_array<Avx2>(x, rnd, out, n);
-#else
-    (void)x, (void)rnd, (void)out, (void)n;
-    vector_isa(isa, "vector_bf16_stochastic");
-#endif
+    ZA_VECTOR_CALL(isa, "vector_bf16_stochastic", bf16_stochastic_array, x, rnd, out, n);
 }
-
 void vector_rounding_bits(CpuIsa isa, uint64_t seed, uint64_t idx, uint32_t* out) {
-#if ZERO_CPU_ADAMW_X86
-    if (vector_isa(isa, "vector_rounding_bits") == CpuIsa::AVX512)
-        avx512_path::rounding_bits_lanes<Avx512>(seed, idx, out);
-    else
-        avx2_path::rounding_bits_lanes<Avx2>(seed, idx, out);
-#else
-    (void)seed, (void)idx, (void)out;
-    vector_isa(isa, "vector_rounding_bits");
-#endif
+    ZA_VECTOR_CALL(isa, "vector_rounding_bits", rounding_bits_lanes, seed, idx, out);
 }
 
 }  // namespace cpu_adamw_detail
@@ -477,15 +443,12 @@ CpuAdamW::CpuAdamW(int num_threads, const std::vector<int>& cores, CpuIsa isa, b
     nthreads_ = std::min(std::max(1, num_threads), 1024);
     isa_ = cpu_adamw_detail::best_isa();
     if (isa != CpuIsa::Auto) force_isa(isa);
-    if (pin) {
-        if (cores.empty()) {
-            cores_ = cpu_adamw_detail::take_cores(nthreads_);
-        } else {
-            for (int j = 0; j < nthreads_; j++) cores_.push_back(cores[(size_t)j % cores.size()]);
-        }
-    } else {
+    if (!pin)
         cores_.assign((size_t)nthreads_, -1);
-    }
+    else if (cores.empty())
+        cores_ = cpu_adamw_detail::take_cores(nthreads_);
+    else
+        for (int j = 0; j < nthreads_; j++) cores_.push_back(cores[(size_t)j % cores.size()]);
     for (int id = 1; id < nthreads_; id++) workers_.emplace_back([this, id] { worker_loop(id); });
 }
 
@@ -598,9 +561,8 @@ void CpuAdamW::work(uint64_t gen) {
 
 void CpuAdamW::wait_done(size_t nchunks) {
     const auto t0 = std::chrono::steady_clock::now();
-    const int spin_us = kSpinUs;
     for (unsigned it = 0; done_.load(std::memory_order_acquire) != nchunks; it++) {
-        if (cpu_adamw_detail::spin_should_sleep(it, t0, spin_us)) {
+        if (cpu_adamw_detail::spin_should_sleep(it, t0, kSpinUs)) {
             std::unique_lock<std::mutex> lk(mu_);
             cv_done_.wait(lk, [&] { return done_.load(std::memory_order_acquire) == nchunks; });
             break;
@@ -624,9 +586,8 @@ void CpuAdamW::worker_loop(int id) {
         uint64_t g = work_.load(std::memory_order_acquire) >> 32;
         if (g == seen) {
             const auto t0 = std::chrono::steady_clock::now();
-            const int spin_us = kSpinUs;
             for (unsigned it = 0; (g = work_.load(std::memory_order_acquire) >> 32) == seen; it++) {
-                if (cpu_adamw_detail::spin_should_sleep(it, t0, spin_us)) {
+                if (cpu_adamw_detail::spin_should_sleep(it, t0, kSpinUs)) {
                     std::unique_lock<std::mutex> lk(mu_);
                     sleepers_.fetch_add(1, std::memory_order_seq_cst);
                     cv_work_.wait(lk, [&] { return (work_.load(std::memory_order_seq_cst) >> 32) != seen; });

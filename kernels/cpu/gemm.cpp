@@ -85,10 +85,7 @@ struct AlignedBuf {
             std::free(p);
             size_t bytes = ((n * sizeof(float)) + 63) / 64 * 64;
             p = static_cast<float*>(std::aligned_alloc(64, bytes));
-            if (!p) {
-                cap = 0;
-                std::abort();  // out of memory: nothing sensible to return
-            }
+            if (!p) std::abort();  // out of memory: nothing sensible to return
             cap = n;
         }
         return p;
@@ -217,21 +214,18 @@ void pack_A(bool transA, const TA* A, int lda, int i0, int mc, int k0, int kc, f
         if (transA) {
             // A stored K x M: the MR values of one k are contiguous in memory.
             const TA* src = A + (size_t)k0 * lda + (i0 + r);
-            if (mr == MR) {
 #ifdef GEMM_CPU_AVX2
+            if (mr == MR) {
                 for (int k = 0; k < kc; ++k, src += lda, dst += MR) {
                     _mm_storeu_ps(dst, load4(src));
                     dst[4] = to_float(src[4]);
                     dst[5] = to_float(src[5]);
                 }
-#else
-                for (int k = 0; k < kc; ++k, src += lda, dst += MR)
-                    for (int i = 0; i < MR; ++i) dst[i] = to_float(src[i]);
-#endif
-            } else {
-                for (int k = 0; k < kc; ++k, src += lda, dst += MR)
-                    for (int i = 0; i < MR; ++i) dst[i] = i < mr ? to_float(src[i]) : 0.0f;
+                continue;
             }
+#endif
+            for (int k = 0; k < kc; ++k, src += lda, dst += MR)
+                for (int i = 0; i < MR; ++i) dst[i] = i < mr ? to_float(src[i]) : 0.0f;
         } else {
             // A stored M x K: the MR rows are read sequentially and interleaved.
             const TA* s[MR];
@@ -296,12 +290,8 @@ void pack_B_sliver(bool transB, const TB* B, int ldb, int k0, int kc, int j0, in
         }
 #endif
         for (int j = 0; j < NR; ++j) {
-            if (j < nr) {
-                const TB* src = B + (size_t)(j0 + j) * ldb + k0;
-                for (int kk = k; kk < kc; ++kk) dst[(size_t)kk * NR + j] = to_float(src[kk]);
-            } else {
-                for (int kk = k; kk < kc; ++kk) dst[(size_t)kk * NR + j] = 0.0f;
-            }
+            const TB* src = B + (size_t)(j0 + std::min(j, nr - 1)) * ldb + k0;
+            for (int kk = k; kk < kc; ++kk) dst[(size_t)kk * NR + j] = j < nr ? to_float(src[kk]) : 0.0f;
         }
     }
 }

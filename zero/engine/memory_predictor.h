@@ -54,11 +54,9 @@ struct ModelStateBytes {
 };
 
 inline ModelStateBytes model_state_bytes(double psi, int stage, int N, double dtype_bytes = 2, double K = ZERO_K) {
-    ModelStateBytes m;
-    m.params = stage >= 3 ? dtype_bytes * psi / N : dtype_bytes * psi;
-    m.grads = stage >= 2 ? dtype_bytes * psi / N : dtype_bytes * psi;
-    m.optimizer = stage >= 1 ? K * psi / N : K * psi;
-    return m;
+    return {stage >= 3 ? dtype_bytes * psi / N : dtype_bytes * psi,  // params
+            stage >= 2 ? dtype_bytes * psi / N : dtype_bytes * psi,  // grads
+            stage >= 1 ? K * psi / N : K * psi};                     // optimizer
 }
 
 struct MemoryQuery {

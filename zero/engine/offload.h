@@ -157,16 +157,15 @@ class HostOptimizer {
                     up_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "params_up_landing_host" + std::to_string(k), false);
                 break;
         }
-        for (Event* e : {&sum_landed[0], &sum_landed[1], &up_read[0], &up_read[1], &down_ready[0],
-                         &down_ready[1]})
-            *e = event_create();
+        for (Event* pair : {sum_landed, up_read, down_ready})
+            for (int k = 0; k < 2; k++) pair[k] = event_create();
     }
     ~HostOptimizer() {
         if (delay_steps > 0) delayed->drain();  // it reads and writes these buffers
         tasks.drain();
         for (Event e : unit_on_host) event_destroy(e);
-        for (Event e : {sum_landed[0], sum_landed[1], up_read[0], up_read[1], down_ready[0], down_ready[1]})
-            event_destroy(e);
+        for (Event* pair : {sum_landed, up_read, down_ready})
+            for (int k = 0; k < 2; k++) event_destroy(pair[k]);
         if (delay_steps > 0) event_destroy(params_read);
     }
     HostOptimizer(const HostOptimizer&) = delete;

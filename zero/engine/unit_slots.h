@@ -19,7 +19,6 @@
 template <typename T>
 struct UnitSlot {
     T* ptr = nullptr;
-    size_t capacity = 0;
     int unit = -1;        // the unit it holds, or -1
     bool in_use = false;  // handed out and not yet released
     Event ready{}, free{};
@@ -34,12 +33,8 @@ class UnitSlots {
         for (int u = 1; u < plan.num_units(); u++) other = std::max(other, plan.padded[u]);
         size_t caps[3] = {plan.padded[0], other, other};
         for (int i = 0; i < 3; i++) {
-            UnitSlot<T> s;
-            s.capacity = caps[i];
-            s.ptr = mem.allocate_array<T>(caps[i], kind, Arena::Device, name + "_slot" + std::to_string(i), false);
-            s.ready = event_create();
-            s.free = event_create();
-            slots.push_back(s);
+            T* ptr = mem.allocate_array<T>(caps[i], kind, Arena::Device, name + "_slot" + std::to_string(i), false);
+            slots.push_back({ptr, -1, false, event_create(), event_create()});
         }
     }
     ~UnitSlots() {

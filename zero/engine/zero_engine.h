@@ -22,7 +22,6 @@
 // tied embeddings (zero/README.md, "Two slicings", "Pipeline stages").
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -359,6 +358,12 @@ class ZeroEngine : public RankState<T> {
         event_record(comm_done, comm_stream);
     }
 
+    // Piece p's summed gradient at the step: in the gradient shard (stages
+    // 2-3) or the full buffer (stages 0-1).
+    const T* grad_of(const ShardPiece& p) const {
+        return sharded.grads ? grad_shard + p.shard_offset : grads_full + p.full_offset;
+    }
+
     // A replicated tensor's gradient is the same on every rank of a tensor group:
     // the norm counts it on the group's rank 0 only; the tied embeddings' on the
     // first pipeline stage only.
@@ -379,14 +384,11 @@ class ZeroEngine : public RankState<T> {
     bool fused() {
         if (host || !variant_on(Variant::FusedOptimizer)) return false;
         if (fused_adamw.dev) return true;
-        auto grad = [&](const ShardPiece& p) {
-            return sharded.grads ? grad_shard + p.shard_offset : grads_full + p.full_offset;
-        };
         for (const ShardPiece& p : norm_pieces)
-            fused_norm.pieces.push_back({grad(p), nullptr, 0, counted_elsewhere(p) ? 0 : p.numel, 0, 0, 0, 0});
+            fused_norm.pieces.push_back({grad_of(p), nullptr, 0, counted_elsewhere(p) ? 0 : p.numel, 0, 0, 0, 0});
         for (const ShardPiece& p : pieces)
-            fused_adamw.pieces.push_back(
-                {grad(p), own_params(p), p.shard_offset, p.numel, key(p), tensor_has_weight_decay(p.tensor_id), 0, 0});
+            fused_adamw.pieces.push_back({grad_of(p), own_params(p), p.shard_offset, p.numel, key(p),
+                                          tensor_has_weight_decay(p.tensor_id), 0, 0});
         for (PieceTable* t : {&fused_norm, &fused_adamw}) {
             t->blocks = lay_out_pieces(t->pieces, t == &fused_norm, master, adam_m, adam_v);
             const size_t bytes = t->pieces.size() * sizeof(OptPiece<T>);
@@ -408,16 +410,13 @@ class ZeroEngine : public RankState<T> {
         std::vector<float> partials(norm_pieces.size());
         if (host && host->grads_on_host()) {
             partials = host->norm_partials(clock);
-        } else if (fused()) {  // every piece in two launches (the pieces counted elsewhere have n = 0)
-            sumsq_pieces(ctx, norm_partials, fused_norm.dev, fused_norm.pieces, fused_norm.blocks);
-            copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         } else {
-            for (size_t i = 0; i < norm_pieces.size(); i++) {
-                const ShardPiece& p = norm_pieces[i];
-                if (counted_elsewhere(p)) partials[i] = 0.0f;
-                else if (!sharded.grads) sumsq(ctx, norm_partials + i, grads_full + p.full_offset, p.numel);
-                else sumsq(ctx, norm_partials + i, grad_shard + p.shard_offset, p.numel);
-            }
+            if (fused())  // every piece in two launches (the pieces counted elsewhere have n = 0)
+                sumsq_pieces(ctx, norm_partials, fused_norm.dev, fused_norm.pieces, fused_norm.blocks);
+            else
+                for (size_t i = 0; i < norm_pieces.size(); i++)
+                    if (!counted_elsewhere(norm_pieces[i]))
+                        sumsq(ctx, norm_partials + i, grad_of(norm_pieces[i]), norm_pieces[i].numel);
             copy_to_host(partials.data(), norm_partials, partials.size() * sizeof(float));
         }
         double local = 0.0;
@@ -464,12 +463,12 @@ class ZeroEngine : public RankState<T> {
         if (fused()) {  // every piece in one launch
             s.weight_decay = oc.weight_decay;
             adamw_pieces(ctx, fused_adamw.dev, fused_adamw.pieces, fused_adamw.blocks, master, adam_m, adam_v, s);
-        } else
-        for (const ShardPiece& p : pieces) {
-            s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
-            float *w = master + p.shard_offset, *m = adam_m + p.shard_offset, *v = adam_v + p.shard_offset;
-            if (!sharded.grads) adamw(ctx, w, m, v, grads_full + p.full_offset, own_params(p), p.numel, s, key(p));
-            else adamw(ctx, w, m, v, grad_shard + p.shard_offset, own_params(p), p.numel, s, key(p));
+        } else {
+            for (const ShardPiece& p : pieces) {
+                s.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
+                const size_t o = p.shard_offset;
+                adamw(ctx, master + o, adam_m + o, adam_v + o, grad_of(p), own_params(p), p.numel, s, key(p));
+            }
         }
         // Whatever the comm stream does next reads what AdamW just wrote: stages 1-2
         // gather the updated slices now, stage 3 gathers params_shard at the next

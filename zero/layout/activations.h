@@ -190,23 +190,14 @@ class Activations {
     // all layers (recompute) are the same pointers for every l.
     LayerActs<T> layer(int l, size_t BT) const {
         size_t C = cfg.channels, NH = NHl, Cs = Cl;  // Cs: width of the split buffers
-        size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l;
-        LayerActs<T> a;
-        a.ln1 = ln1 + m * BT * C;
-        size_t R = rows(BT);
-        a.ln1_mean = ln1_stats + m * 2 * R;
-        a.ln1_rstd = a.ln1_mean + R;
-        a.qkv = qkv + m * BT * 3 * Cs;
-        a.atty = atty + m * BT * Cs;
-        a.att_lse = att_lse + m * NH * BT;
-        a.residual2 = residual2 + m * R * C;
-        a.ln2 = ln2 + m * BT * C;
-        a.ln2_mean = ln2_stats + m * 2 * R;
-        a.ln2_rstd = a.ln2_mean + R;
-        a.fch = fch + m * BT * 4 * Cs;
-        a.fch_gelu = fch_gelu + g * BT * 4 * Cs;
-        a.residual3 = layer_output(l, BT);
-        return a;
+        size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l, R = rows(BT);
+        float *ln1_mean = ln1_stats + m * 2 * R, *ln2_mean = ln2_stats + m * 2 * R;  // each followed by its rstd
+        return {ln1 + m * BT * C, ln1_mean, ln1_mean + R,
+                qkv + m * BT * 3 * Cs, atty + m * BT * Cs, att_lse + m * NH * BT,
+                residual2 + m * R * C,
+                ln2 + m * BT * C, ln2_mean, ln2_mean + R,
+                fch + m * BT * 4 * Cs, fch_gelu + g * BT * 4 * Cs,
+                layer_output(l, BT)};
     }
 
     // the input of layer l: the embeddings, or the previous layer's output

@@ -118,21 +118,7 @@ struct ParamLayout {
     size_t numel(int t) const { return tp_local_numel(tp_shape(t), tp); }
 
     // elements of one copy of tensor t in the full model
-    size_t full_numel(int t) const {
-        size_t C = cfg.channels, Vp = cfg.padded_vocab_size, maxT = cfg.max_seq_len;
-        switch (t) {
-            case WTE: return Vp * C;
-            case WPE: return maxT * C;
-            case LN1W: case LN1B: case ATTPROJB: case LN2W: case LN2B: case FCPROJB: case LNFW: case LNFB: return C;
-            case QKVW: return 3 * C * C;
-            case QKVB: return 3 * C;
-            case ATTPROJW: return C * C;
-            case FCW: return 4 * C * C;
-            case FCB: return 4 * C;
-            case FCPROJW: return C * 4 * C;
-        }
-        return 0;
-    }
+    size_t full_numel(int t) const { return tp_shape(t).rows * tp_shape(t).cols; }
     // copies of tensor t in the model (L for per-layer tensors)
     int copies(int t) const { return is_layer_tensor(t) ? cfg.num_layers : 1; }
 

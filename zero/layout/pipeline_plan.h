@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -40,18 +41,8 @@ struct PipelinePlan {
     std::vector<int> layers;  // per stage
 
     int stages() const { return (int)layers.size(); }
-    int first_layer(int s) const {
-        int f = 0;
-        for (int k = 0; k < s; k++) f += layers[k];
-        return f;
-    }
-    StageRange range(int s) const {
-        StageRange r;
-        r.stage = s, r.stages = stages();
-        r.first_layer = first_layer(s), r.num_layers = layers[s];
-        r.first = s == 0, r.last = s == stages() - 1;
-        return r;
-    }
+    int first_layer(int s) const { return std::accumulate(layers.begin(), layers.begin() + s, 0); }
+    StageRange range(int s) const { return {s, stages(), first_layer(s), layers[s], s == 0, s == stages() - 1}; }
     // the stage holding unit g of the whole model (0: embeddings, 1 + layer, L + 1: final layernorm); the
     // embeddings' first copy, on stage 0. A plan of no stages is one stage.
     int stage_of_unit(int g, int L) const {
@@ -120,10 +111,7 @@ inline std::string pipeline_plan_error(int L, int P, const std::string& pp_layer
 
 // The plan of a run (after pipeline_plan_error said yes).
 inline PipelinePlan make_pipeline_plan(int L, int P, const std::string& pp_layers) {
-    if (pp_layers.empty()) return even_pipeline_plan(L, P);
-    PipelinePlan p;
-    p.layers = parse_layer_counts(pp_layers);
-    return p;
+    return pp_layers.empty() ? even_pipeline_plan(L, P) : PipelinePlan{parse_layer_counts(pp_layers)};
 }
 
 // The 3-D grid (see the header): world = dp * tp * pp.

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "zero/base/common.h"
+
 // Slices are multiples of this many elements (64 bytes of fp32), so every
 // rank's part of every unit starts aligned for vector loads. Checkpoints record
 // slices under this alignment.
@@ -82,18 +84,15 @@ struct ShardPlan {
     ShardPlan() = default;
     ShardPlan(std::vector<UnitSpec> unit_specs, int world, size_t align_elems)
         : nranks(world), align(align_elems), units(std::move(unit_specs)) {
-        size_t full = 0, shard = 0;
         for (const UnitSpec& u : units) {
-            size_t p = round_to(u.numel == 0 ? 1 : u.numel, (size_t)nranks * align);
+            size_t p = round_up(u.numel == 0 ? 1 : u.numel, (size_t)nranks * align);
             padded.push_back(p);
-            full_offset.push_back(full);
-            shard_offset.push_back(shard);
-            full += p;
-            shard += p / nranks;
+            full_offset.push_back(full_numel);
+            shard_offset.push_back(shard_numel);
+            full_numel += p;
+            shard_numel += p / nranks;
             real_numel += u.numel;
         }
-        full_numel = full;
-        shard_numel = shard;
     }
 
     int num_units() const { return (int)units.size(); }
@@ -208,7 +207,4 @@ struct ShardPlan {
                        std::to_string(units[u].numel) + " elements): some rank would own none of it";
         return "";
     }
-
-  private:
-    static size_t round_to(size_t a, size_t b) { return (a + b - 1) / b * b; }
 };

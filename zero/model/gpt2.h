@@ -108,7 +108,6 @@ struct GPT2 {
 
     size_t BT() const { return (size_t)B * T_; }
 
-
     // A row-parallel layer's bias, added by one rank of the group only.
     const T* row_parallel_bias(const T* b) const { return tp_rank == 0 ? b : nullptr; }
 
@@ -126,11 +125,6 @@ struct GPT2 {
     T* input_grad() const { return acts.dresidual + row0() * cfg.channels; }
     T* output_grad() const { return acts.dbtc + row0() * cfg.channels; }
 
-    // (BT, C) `full`: every rank's rows, from each rank's rows at their place.
-    void sp_all_gather(T* full) {
-        size_t n = R() * cfg.channels;
-        tensor->all_gather(full + row0() * cfg.channels, full, n, dtype_of<T>::value, ctx.stream);
-    }
     // After a row-parallel layer: the group's sum of `partial` (BT, C), all of
     // it (all-reduce) or, with sp, this rank's rows of it (reduce-scatter, in
     // place: at row0()).
@@ -143,9 +137,11 @@ struct GPT2 {
             tensor->all_reduce_sum(partial, BT() * cfg.channels, dtype_of<T>::value, ctx.stream);
         }
     }
-    // Before a column-parallel layer: its input whole (nothing to do without sp).
+    // Before a column-parallel layer: its input whole, (BT, C) `full`: every
+    // rank's rows, from each rank's rows at their place (nothing to do without sp).
     void tp_gather(T* full) {
-        if (sp) sp_all_gather(full);
+        const size_t mine = row0() * cfg.channels, n = R() * cfg.channels;
+        if (sp) tensor->all_gather(full + mine, full, n, dtype_of<T>::value, ctx.stream);
     }
     // A layernorm's backward over this rank's rows. With sp its weight and bias
     // gradients are this rank's rows' share: summed over the group before they
@@ -242,10 +238,7 @@ struct GPT2 {
         // ZERO_VARIANTS=residual_ln: a block's output is written when the next
         // layernorm reads it, so it is kept for backward one block later
         const bool fused = variant_on(Variant::ResidualLn);
-        auto keep_output = [&](int l) {
-            if (!training) return;
-            acts.save_layer_output(l, BT(), ctx.stream);
-        };
+        auto keep_output = [&](int l) { if (training) acts.save_layer_output(l, BT(), ctx.stream); };
         for (int l = 0; l < L; l++) {
             int u = layout.layer_unit(l0 + l);
             at_unit(u);
