@@ -87,13 +87,22 @@ static void check_shape(const TpTensorShape& s, int t, const char* what) {
 static void check_layout(const char* desc, int t) {
     GPT2Config cfg = gpt2_config_from_descriptor(desc);
     ParamLayout whole(cfg, 1), local(cfg, t);
+    // full_numel is tp_shape's rows x cols: the model's size in closed form is the independent count
+    const size_t C = cfg.channels, L = cfg.num_layers;
+    const size_t closed_form = (size_t)cfg.padded_vocab_size * C + (size_t)cfg.max_seq_len * C + 12 * L * C * C +
+                               13 * L * C + 2 * C;
+    size_t expected_count = 0;
     for (int s = 0; s < NUM_PARAM_TENSORS; s++) {
         TpTensorShape sh = local.tp_shape(s);
         EXPECT(sh.rows * sh.cols == whole.full_numel(s), "%s: %s shape %zux%zu vs %zu elements", desc,
                param_tensor_name(s), sh.rows, sh.cols, whole.full_numel(s));
+        expected_count += whole.full_numel(s) * whole.copies(s);
         EXPECT(local.numel(s) * (local.tp_replicated(s) ? 1 : t) == whole.numel(s), "%s t=%d: %s local numel", desc,
                t, param_tensor_name(s));
     }
+    EXPECT(expected_count == closed_form && whole.num_parameters() == closed_form,
+           "%s: %zu parameters by tensor shapes, %zu in the file order, %zu in closed form", desc, expected_count,
+           whole.num_parameters(), closed_form);
     EXPECT(local.num_parameters() == whole.num_parameters() && local.file_numel() == whole.file_numel(),
            "%s t=%d: the file order is the full model's", desc, t);
     for (int u = 0; u < whole.num_units(); u++) {
