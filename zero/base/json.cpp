@@ -61,10 +61,7 @@ const JsonValue* JsonValue::find(const std::string& key) const {
     return nullptr;
 }
 
-size_t JsonValue::size() const {
-    if (type_ == Type::Object) return object_.size();
-    return as_array().size();
-}
+size_t JsonValue::size() const { return type_ == Type::Object ? object_.size() : as_array().size(); }
 
 const JsonValue& JsonValue::operator[](size_t i) const {
     const std::vector<JsonValue>& a = as_array();
@@ -156,22 +153,15 @@ class JsonParser {
 
     JsonValue parse_literal() {
         JsonValue v = start_value(JsonValue::Type::Null);
-        static const char* const names[3] = {"true", "false", "null"};
-        for (const char* name : names) {
-            size_t n = strlen(name);
-            if (s.compare(pos, n, name) != 0) continue;
-            char after = pos + n < s.size() ? s[pos + n] : ' ';
-            if (isalnum((unsigned char)after) || after == '_') break;  // "nullx", "true1"
-            for (size_t i = 0; i < n; i++) advance();
-            if (name[0] == 'n') return v;
-            v.type_ = JsonValue::Type::Bool;
-            v.bool_ = name[0] == 't';
-            return v;
-        }
-        // name the whole bad word: "tru", "None", ...
+        // the whole word, so that "nullx" and "true1" are refused and "tru" or "None" named
         size_t end = pos;
         while (end < s.size() && end - pos < 32 && (isalnum((unsigned char)s[end]) || s[end] == '_')) end++;
-        error("expected a value, found '" + s.substr(pos, end - pos) + "' (literals are true, false and null)");
+        const std::string word = s.substr(pos, end - pos);
+        if (word != "true" && word != "false" && word != "null")
+            error("expected a value, found '" + word + "' (literals are true, false and null)");
+        for (size_t i = 0; i < word.size(); i++) advance();
+        if (word != "null") v.type_ = JsonValue::Type::Bool, v.bool_ = word == "true";
+        return v;
     }
 
     JsonValue parse_number() {
@@ -263,42 +253,35 @@ class JsonParser {
             advance();  // backslash
             if (pos >= s.size()) error_at(l0, c0, "unterminated string");
             char e = s[pos];
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    advance();
-                    uint32_t cp = hex4();
-                    if (cp >= 0xDC00 && cp <= 0xDFFF)
-                        error_at(el, ec, strf("lone low surrogate \\u%04X (it must follow a high one)", cp));
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {
-                        if (s.compare(pos, 2, "\\u") != 0)
-                            error_at(el, ec, strf("high surrogate \\u%04X is not followed by \\uDC00-\\uDFFF", cp));
-                        advance();
-                        advance();
-                        uint32_t lo = hex4();
-                        if (lo < 0xDC00 || lo > 0xDFFF)
-                            error_at(el, ec, strf("high surrogate \\u%04X is followed by \\u%04X, not by "
-                                                  "\\uDC00-\\uDFFF", cp, lo));
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    append_utf8(out, cp);
-                    continue;  // hex4 advanced past the digits
-                }
-                default: {
-                    std::string what = "invalid escape \\";
-                    if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f) what += e;
-                    else what += "(byte 0x" + strf("%02X", (unsigned char)e) + ")";
-                    error_at(el, ec, what + " (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-                }
+            // the one-character escapes, and what each stands for
+            static const char escapes[] = "\"\\/bfnrt", meanings[] = "\"\\/\b\f\n\r\t";
+            if (const char* k = e ? strchr(escapes, e) : nullptr) {
+                out += meanings[k - escapes];
+                advance();
+                continue;
+            }
+            if (e != 'u') {
+                std::string what = "invalid escape \\";
+                if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f) what += e;
+                else what += strf("(byte 0x%02X)", (unsigned char)e);
+                error_at(el, ec, what + " (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
             }
             advance();
+            uint32_t cp = hex4();  // (it advances past the digits)
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                error_at(el, ec, strf("lone low surrogate \\u%04X (it must follow a high one)", cp));
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (s.compare(pos, 2, "\\u") != 0)
+                    error_at(el, ec, strf("high surrogate \\u%04X is not followed by \\uDC00-\\uDFFF", cp));
+                advance();
+                advance();
+                uint32_t lo = hex4();
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    error_at(el, ec, strf("high surrogate \\u%04X is followed by \\u%04X, not by \\uDC00-\\uDFFF",
+                                          cp, lo));
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            append_utf8(out, cp);
         }
     }
 

@@ -56,11 +56,10 @@ void Image::blit(const Image& src, int x, int y) {
 // ---------------------------------------------------------------------------
 // Text. stb_easy_font knows printable ASCII only; anything else prints as '?'.
 
-static std::string printable(const std::string& s) {
-    std::string out = s;
-    for (char& ch : out)
+static std::string printable(std::string s) {
+    for (char& ch : s)
         if (ch != '\n' && (ch < 32 || ch > 126)) ch = '?';
-    return out;
+    return s;
 }
 
 bool plot_text_available() { return png_available(); }  // stb brings both
