@@ -44,6 +44,9 @@
 #include <array>
 #include <climits>
 #include <cstdint>
+#include <iterator>
+#include <numeric>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -54,16 +57,7 @@
 #include "zero/base/json.h"
 
 // ----------------------------------------------------------------------------
-// small file / UTF-8 helpers
-
-inline std::string read_file_bytes(const std::string& path) {
-    FILE* f = open_file(path, "rb");
-    std::string data(file_size(f), '\0');
-    read_exact(f, data.data(), data.size(), path);
-    fclose(f);
-    return data;
-}
-
+// UTF-8
 
 constexpr uint32_t kReplacementChar = 0xFFFD;
 
@@ -79,15 +73,12 @@ inline size_t decode_utf8_lossy(const std::string& in, std::vector<uint32_t>& cp
     size_t i = 0;
     while (i < n) {
         const uint8_t b = (uint8_t)in[i];
-        if (b < 0x80) {
-            cps.push_back(b);
-            ++i;
-            continue;
-        }
         int need;                            // continuation bytes still to come
         uint8_t lower = 0x80, upper = 0xBF;  // allowed range of the first continuation byte
         uint32_t cp;
-        if (b >= 0xC2 && b <= 0xDF) {
+        if (b < 0x80) {
+            need = 0, cp = b;
+        } else if (b >= 0xC2 && b <= 0xDF) {
             need = 1, cp = b & 0x1F;
         } else if (b >= 0xE0 && b <= 0xEF) {
             need = 2, cp = b & 0x0F;
@@ -104,21 +95,14 @@ inline size_t decode_utf8_lossy(const std::string& in, std::vector<uint32_t>& cp
             continue;
         }
         size_t j = i + 1;
-        bool ok = true;
-        for (int k = 0; k < need; ++k, ++j) {
-            if (j >= n || (uint8_t)in[j] < lower || (uint8_t)in[j] > upper) {
-                ok = false;
-                break;
-            }
+        int k = 0;
+        for (; k < need && j < n && (uint8_t)in[j] >= lower && (uint8_t)in[j] <= upper; ++k, ++j) {
             cp = (cp << 6) | ((uint8_t)in[j] & 0x3F);
             lower = 0x80, upper = 0xBF;
         }
-        if (ok) {
-            cps.push_back(cp);
-        } else {  // the bytes consumed so far are one maximal subpart; in[j] is looked at again
-            cps.push_back(kReplacementChar);
-            ++replaced;
-        }
+        // short of `need`: the bytes consumed so far are one maximal subpart; in[j] is looked at again
+        cps.push_back(k == need ? cp : kReplacementChar);
+        replaced += k != need;
         i = j;
     }
     return replaced;
@@ -185,9 +169,7 @@ inline std::vector<size_t> pretokenize_ends(const std::vector<uint32_t>& cps) {
         // input. A single whitespace character before a non-space fails that
         // alternative and is matched alone by '\s+'.
         const size_t j = run_end(i, CharClass::Space);
-        if (j == n) ends.push_back(i = j);
-        else if (j - i >= 2) ends.push_back(i = j - 1);
-        else ends.push_back(i = j);
+        ends.push_back(i = j < n && j - i >= 2 ? j - 1 : j);
     }
     return ends;
 }
@@ -209,9 +191,7 @@ inline std::array<uint32_t, 256> byte_to_unicode_table() {
 }
 
 // ----------------------------------------------------------------------------
-// a minimal JSON reader for encoder.json: one flat object of string -> int
-
-
+// encoder.json: one flat object of string -> int
 
 // Parses a JSON object whose values are all integers, e.g. {"a": 1, "\u0120b": 2}.
 // Keys are returned in UTF-8, in file order.
@@ -235,7 +215,9 @@ inline std::vector<std::pair<std::string, long long>> parse_json_string_to_int(c
 struct Bpe {
     // Loads encoder.json (token string -> id) and vocab.bpe (merge rules, best first).
     void load(const std::string& encoder_json_path, const std::string& vocab_bpe_path) {
-        init_byte_alphabet();
+        const std::array<uint32_t, 256> byte_to_cp = byte_to_unicode_table();
+        cp_to_byte_.clear();
+        for (int b = 0; b < 256; ++b) cp_to_byte_[byte_to_cp[b]] = (uint8_t)b;
         load_encoder(encoder_json_path);
         load_merges(vocab_bpe_path);
         cache_.clear();
@@ -253,12 +235,7 @@ struct Bpe {
             if (id != eot)
                 CHECK(bytes_to_id_.emplace(tokens[id], id).second, "%s: token %d repeats an earlier token",
                       source.c_str(), id);
-        for (int b = 0; b < 256; ++b) {
-            auto it = bytes_to_id_.find(std::string(1, (char)b));
-            CHECK(it != bytes_to_id_.end() && it->second < 256,
-                  "%s: byte 0x%02X is not a token with an id below 256 (GPT-2's ids are merge ranks)",
-                  source.c_str(), b);
-        }
+        check_byte_tokens(source);
         num_merges_ = tokens.size() - 257;
         cache_.clear();
     }
@@ -276,26 +253,8 @@ struct Bpe {
     // Appends the tokens of `text` to `out`; returns how many invalid UTF-8
     // sequences were replaced by U+FFFD (see the top of this file).
     size_t encode(const std::string& text, std::vector<int>& out) {
-        std::vector<uint32_t> cps;
-        size_t replaced = decode_utf8_lossy(text, cps);
-        // Re-encode: pieces are slices of the clean UTF-8, which equals `text`
-        // whenever `text` was valid.
-        std::string clean;
-        clean.reserve(text.size() + 2 * replaced);
-        std::vector<size_t> offset(cps.size() + 1);  // byte offset of each code point in `clean`
-        for (size_t i = 0; i < cps.size(); ++i) {
-            offset[i] = clean.size();
-            append_utf8(clean, cps[i]);
-        }
-        offset[cps.size()] = clean.size();
-
-        size_t start = 0;
-        std::string piece;
-        for (size_t end : pretokenize_ends(cps)) {
-            piece.assign(clean, offset[start], offset[end] - offset[start]);
-            encode_piece(piece, out);
-            start = end;
-        }
+        size_t replaced = 0;
+        for (const std::string& piece : pretokenize(text, &replaced)) encode_piece(piece, out);
         return replaced;
     }
     std::vector<int> encode(const std::string& text) {
@@ -311,10 +270,12 @@ struct Bpe {
         return out;
     }
 
-    // The pre-tokenizer's pieces of `text` in UTF-8 (for tests and debugging).
-    static std::vector<std::string> pretokenize(const std::string& text) {
+    // The pre-tokenizer's pieces of `text` in UTF-8, invalid sequences replaced
+    // (so the pieces of valid UTF-8 are slices of it); counts those in `replaced`.
+    static std::vector<std::string> pretokenize(const std::string& text, size_t* replaced = nullptr) {
         std::vector<uint32_t> cps;
-        decode_utf8_lossy(text, cps);
+        const size_t bad = decode_utf8_lossy(text, cps);
+        if (replaced) *replaced = bad;
         std::vector<std::string> pieces;
         size_t start = 0;
         for (size_t end : pretokenize_ends(cps)) {
@@ -327,27 +288,14 @@ struct Bpe {
     }
 
    private:
-    // A symbol of the word being merged: a slice [begin, begin+len) of the piece.
-    // Merging only ever joins neighbours, so every symbol is such a slice.
-    struct Span {
-        uint32_t begin, len;
-    };
-
     std::unordered_map<std::string, int> bytes_to_id_;  // raw token bytes -> id
     std::vector<std::string> id_to_bytes_;
     size_t num_merges_ = 0;
     int eot_ = -1;
-    std::array<uint32_t, 256> byte_to_cp_{};
-    std::unordered_map<uint32_t, uint8_t> cp_to_byte_;
+    std::unordered_map<uint32_t, uint8_t> cp_to_byte_;  // GPT-2's byte alphabet, undone
     // Piece -> its tokens: text repeats words a lot.
     std::unordered_map<std::string, std::vector<int>> cache_;
     static constexpr size_t kMaxCacheEntries = 1 << 20;  // bounds memory on huge inputs
-
-    void init_byte_alphabet() {
-        byte_to_cp_ = byte_to_unicode_table();
-        cp_to_byte_.clear();
-        for (int b = 0; b < 256; ++b) cp_to_byte_[byte_to_cp_[b]] = (uint8_t)b;
-    }
 
     // A vocabulary string (UTF-8 in the byte-unicode alphabet) -> the raw bytes it stands for.
     std::string alphabet_to_bytes(const std::string& s, const std::string& path, const char* where) const {
@@ -389,31 +337,19 @@ struct Bpe {
     // file); we read them to check that premise: the single bytes have ids
     // 0..255 and rule i makes the token with id 256 + i.
     void load_merges(const std::string& path) {
-        const std::string text = read_file_bytes(path);
-        std::vector<std::string> lines;
-        size_t start = 0;
-        while (true) {
-            size_t nl = text.find('\n', start);
-            if (nl == std::string::npos) {
-                lines.push_back(text.substr(start));
-                break;
-            }
-            lines.push_back(text.substr(start, nl - start));
-            start = nl + 1;
-        }
-        for (int b = 0; b < 256; ++b) {
-            auto it = bytes_to_id_.find(std::string(1, (char)b));
-            CHECK(it != bytes_to_id_.end() && it->second < 256,
-                  "%s: byte 0x%02X is not a token with an id below 256 (GPT-2's ids are merge ranks)",
-                  path.c_str(), b);
-        }
+        const std::vector<std::string> lines = split_at(read_file_bytes(path), '\n');
+        check_byte_tokens(path);
         num_merges_ = 0;
         for (size_t i = 1; i + 1 < lines.size(); ++i) {
-            std::vector<std::string> parts = split_on_ascii_space(lines[i]);
+            // Merge lines are split on whitespace; the vocabulary's byte alphabet has no
+            // whitespace characters at all (space, tab, newline, U+00A0, ... are all mapped
+            // to U+01xx), so ASCII whitespace is the only kind a valid file can contain.
+            std::istringstream words(lines[i]);
+            const std::vector<std::string> parts{std::istream_iterator<std::string>(words), {}};
             CHECK(parts.size() == 2, "%s: line %zu: expected two symbols separated by a space", path.c_str(), i + 1);
-            char where[64];
-            snprintf(where, sizeof(where), "line %zu", i + 1);
-            const std::string merged = alphabet_to_bytes(parts[0], path, where) + alphabet_to_bytes(parts[1], path, where);
+            const std::string where = strf("line %zu", i + 1);
+            const std::string merged = alphabet_to_bytes(parts[0], path, where.c_str()) +
+                                       alphabet_to_bytes(parts[1], path, where.c_str());
             auto it = bytes_to_id_.find(merged);
             const int want = 256 + (int)num_merges_;
             CHECK(it != bytes_to_id_.end() && it->second == want,
@@ -424,22 +360,14 @@ struct Bpe {
         }
     }
 
-    // Merge lines are split on whitespace; the vocabulary's byte alphabet has no
-    // whitespace characters at all (space, tab, newline, U+00A0, ... are all mapped
-    // to U+01xx), so ASCII whitespace is the only kind a valid file can contain.
-    static std::vector<std::string> split_on_ascii_space(const std::string& line) {
-        std::vector<std::string> parts;
-        std::string cur;
-        for (char c : line) {
-            if (c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f') {
-                if (!cur.empty()) parts.push_back(std::move(cur));
-                cur.clear();
-            } else {
-                cur += c;
-            }
+    // Each single byte is a token with an id below 256 (the premise that ranks are ids starts there).
+    void check_byte_tokens(const std::string& source) const {
+        for (int b = 0; b < 256; ++b) {
+            auto it = bytes_to_id_.find(std::string(1, (char)b));
+            CHECK(it != bytes_to_id_.end() && it->second < 256,
+                  "%s: byte 0x%02X is not a token with an id below 256 (GPT-2's ids are merge ranks)",
+                  source.c_str(), b);
         }
-        if (!cur.empty()) parts.push_back(std::move(cur));
-        return parts;
     }
 
     // The rank of the bytes piece[begin, end) as a merge result: its token id,
@@ -455,11 +383,13 @@ struct Bpe {
     // bytes; rank[i] is the rank of symbol i joined with symbol i + 1. Merge the
     // pair with the lowest rank (the leftmost of equal ones), update the ranks of
     // the two pairs that changed, repeat while some pair has a rank.
-    // O(n^2) in the piece's length, like tiktoken's; pieces are words.
-    void merge_piece(const std::string& piece, std::vector<Span>& word) const {
+    // O(n^2) in the piece's length, like tiktoken's; pieces are words. Returns
+    // where each symbol starts, then the piece's end: merging only ever joins
+    // neighbours, so every symbol is a slice of the piece.
+    std::vector<uint32_t> merge_piece(const std::string& piece) const {
         const uint32_t n = (uint32_t)piece.size();
         std::vector<uint32_t> starts(n + 1);  // symbol i is piece[starts[i], starts[i + 1])
-        for (uint32_t i = 0; i <= n; ++i) starts[i] = i;
+        std::iota(starts.begin(), starts.end(), 0u);
         std::string key;
         auto pair_rank = [&](size_t i) {  // symbols i and i + 1 joined
             return i + 2 < starts.size() ? rank_of(piece, starts[i], starts[i + 2], key) : INT_MAX;
@@ -476,8 +406,7 @@ struct Bpe {
             rank[best] = pair_rank(best);
             if (best > 0) rank[best - 1] = pair_rank(best - 1);
         }
-        word.clear();
-        for (size_t i = 0; i + 1 < starts.size(); ++i) word.push_back({starts[i], starts[i + 1] - starts[i]});
+        return starts;
     }
 
     void encode_piece(const std::string& piece, std::vector<int>& out) {
@@ -492,11 +421,10 @@ struct Bpe {
             out.push_back(whole->second);
             return;
         }
-        std::vector<Span> word;
-        merge_piece(piece, word);
+        const std::vector<uint32_t> starts = merge_piece(piece);
         std::string sym;
-        for (Span s : word) {
-            sym.assign(piece, s.begin, s.len);
+        for (size_t i = 0; i + 1 < starts.size(); ++i) {
+            sym.assign(piece, starts[i], starts[i + 1] - starts[i]);
             auto it = bytes_to_id_.find(sym);
             // Cannot happen with a consistent vocabulary: single bytes and the results
             // of merges are all tokens.

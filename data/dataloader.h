@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -79,10 +80,7 @@ inline size_t read_shard_header(const std::string& path) {
 // Writes a shard atomically (used by prepare_data and the tests).
 inline void write_shard(const std::string& path, const uint16_t* tokens, size_t n) {
     CHECK(n <= (size_t)INT32_MAX, "%s: %zu tokens do not fit a shard header", path.c_str(), n);
-    int32_t header[kShardHeaderInts] = {};
-    header[0] = kShardMagic;
-    header[1] = kShardVersion;
-    header[2] = (int32_t)n;
+    int32_t header[kShardHeaderInts] = {kShardMagic, kShardVersion, (int32_t)n};  // the rest zero
     AtomicFile out(path);
     out.write(header, sizeof(header));
     out.write(tokens, n * sizeof(uint16_t));
@@ -137,7 +135,7 @@ inline SplitMix64 stream(uint64_t seed, uint64_t epoch, uint64_t which) {
 // Fisher-Yates over 0..n-1.
 inline std::vector<uint32_t> permutation(size_t n, SplitMix64 rng) {
     std::vector<uint32_t> p(n);
-    for (size_t i = 0; i < n; ++i) p[i] = (uint32_t)i;
+    std::iota(p.begin(), p.end(), 0u);
     for (size_t i = n; i > 1; --i) std::swap(p[i - 1], p[rng.below(i)]);
     return p;
 }
@@ -181,7 +179,6 @@ struct DataLoader {
         shuffle_ = shuffle;
         seed_ = seed;
         micro_steps_ = micro_steps;
-        micro_ = 0;
         batch_tokens_ = (size_t)B * nranks * T * micro_steps;
 
         shards_.clear();
@@ -210,10 +207,7 @@ struct DataLoader {
     void set_vocab_check(int V) { vocab_check_ = V; }
 
     // back to the first batch of epoch 0
-    void reset() {
-        micro_ = 0;
-        seek_to_position(0, 0, 0);
-    }
+    void reset() { seek_to_position(0, 0, 0); }
 
     // Fills inputs and targets with this rank's slice of the next global batch.
     void next_batch() {
@@ -226,11 +220,8 @@ struct DataLoader {
         seek_to(file_, kShardHeaderBytes + first_token * sizeof(uint16_t), shard.path);
         read_exact(file_, buffer_.data(), buffer_.size() * sizeof(uint16_t), shard.path);
         if (vocab_check_ > 0) check_vocab(shard, first_token);
-        const size_t n = (size_t)B_ * T_;
-        for (size_t i = 0; i < n; ++i) {
-            tokens_in_[i] = buffer_[i];
-            tokens_out_[i] = buffer_[i + 1];
-        }
+        std::copy(buffer_.begin(), buffer_.end() - 1, tokens_in_.begin());
+        std::copy(buffer_.begin() + 1, buffer_.end(), tokens_out_.begin());
         if (++micro_ == micro_steps_) {  // the step's last micro-batch: on to the next step
             micro_ = 0;
             advance();
@@ -240,7 +231,6 @@ struct DataLoader {
     // global micro-batches per epoch (the same on every rank): steps x micro-steps
     size_t num_batches() const { return total_batches_ * micro_steps_; }
     size_t num_shards() const { return usable_.size(); }  // shards with at least one batch
-    // the file the next batch comes from
 
     // (between steps: a position inside a step is not a place to resume from)
     State state() const {
@@ -261,7 +251,6 @@ struct DataLoader {
               "cannot resume the data stream: saved shard position %llu, but %s has only %zu usable shards",
               (unsigned long long)s.shard, pattern_.c_str(), usable_.size());
         seed_ = s.seed;
-        micro_ = 0;
         seek_to_position(s.epoch, s.shard, s.batch_in_shard);
     }
 
@@ -297,7 +286,9 @@ struct DataLoader {
 
     size_t current_shard_index() const { return usable_[shard_order_[shard_pos_]]; }
 
+    // (at the start of a step)
     void seek_to_position(uint64_t epoch, uint64_t shard_pos, uint64_t batch_pos) {
+        micro_ = 0;
         epoch_ = epoch;
         shard_pos_ = shard_pos;
         make_shard_order();
@@ -311,12 +302,9 @@ struct DataLoader {
 
     void make_shard_order() {
         using namespace dataloader_detail;
-        if (shuffle_) {
-            shard_order_ = permutation(usable_.size(), stream(seed_, epoch_, kShardOrderStream));
-        } else {
-            shard_order_.resize(usable_.size());
-            for (size_t i = 0; i < usable_.size(); ++i) shard_order_[i] = (uint32_t)i;
-        }
+        shard_order_.resize(usable_.size());
+        if (shuffle_) shard_order_ = permutation(usable_.size(), stream(seed_, epoch_, kShardOrderStream));
+        else std::iota(shard_order_.begin(), shard_order_.end(), 0u);
     }
 
     void make_batch_order() {

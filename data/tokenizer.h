@@ -81,11 +81,8 @@ struct Tokenizer {
 inline void write_tokenizer_bin(const std::string& path, const Bpe& bpe) {
     CHECK(bpe.vocab_size() > 0, "write_tokenizer_bin: the BPE vocabulary is not loaded");
     CHECK(bpe.eot_token() >= 0, "write_tokenizer_bin: the vocabulary has no <|endoftext|> token");
-    uint32_t header[kTokenizerHeaderWords] = {};
-    header[0] = kTokenizerMagic;
-    header[1] = kTokenizerVersion;
-    header[2] = (uint32_t)bpe.vocab_size();
-    header[3] = (uint32_t)bpe.eot_token();
+    uint32_t header[kTokenizerHeaderWords] = {kTokenizerMagic, kTokenizerVersion, (uint32_t)bpe.vocab_size(),
+                                              (uint32_t)bpe.eot_token()};  // the rest zero
     AtomicFile out(path);
     out.write(header, sizeof(header));
     for (int id = 0; id < bpe.vocab_size(); ++id) {

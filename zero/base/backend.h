@@ -37,33 +37,26 @@ using Event = cudaEvent_t;
 // Each stream's lane, as stream_create was told, for the process (a stream
 // made before a recorder still has its lane when one records its ops). A dry
 // run makes no CUDA call: its streams and events are stand-in handles.
-struct StreamLanes {
-    std::mutex mu;
-    std::map<const void*, Lane> of;
-};
-inline StreamLanes& stream_lanes() {
-    static StreamLanes l;
-    return l;
-}
+inline std::mutex stream_lanes_mu;
+inline std::map<const void*, Lane> stream_lanes;  // under stream_lanes_mu
 inline Lane stream_lane(Stream s) {
-    StreamLanes& l = stream_lanes();
-    std::lock_guard<std::mutex> lock(l.mu);
-    auto it = l.of.find(s);
-    return it == l.of.end() ? Lane::Compute : it->second;
+    std::lock_guard<std::mutex> lock(stream_lanes_mu);
+    auto it = stream_lanes.find(s);
+    return it == stream_lanes.end() ? Lane::Compute : it->second;
 }
 
 inline Stream stream_create(Lane lane, const char* /*name: checking mode's, in the CPU build*/ = "a stream") {
     Stream s;
     if (dry_recorder()) s = (Stream)stand_in_handle();
     else cudaCheck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    std::lock_guard<std::mutex> lock(stream_lanes().mu);
-    stream_lanes().of[s] = lane;
+    std::lock_guard<std::mutex> lock(stream_lanes_mu);
+    stream_lanes[s] = lane;
     return s;
 }
 inline void stream_destroy(Stream s) {
     {
-        std::lock_guard<std::mutex> lock(stream_lanes().mu);
-        stream_lanes().of.erase(s);
+        std::lock_guard<std::mutex> lock(stream_lanes_mu);
+        stream_lanes.erase(s);
     }
     if (!dry_recorder()) cudaCheck(cudaStreamDestroy(s));
 }
@@ -253,8 +246,6 @@ class OpClock : public OpStamps {
         cudaEventDestroy(origin);
 #endif
     }
-    OpClock(const OpClock&) = delete;
-    OpClock& operator=(const OpClock&) = delete;
 
     void begin(int op, const void* stream) override { stamp(op, stream, 0); }
     void end(int op, const void* stream) override { stamp(op, stream, 1); }

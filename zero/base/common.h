@@ -7,6 +7,7 @@
 // multi-process job does too when one rank dies.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -32,15 +33,13 @@ struct Refusal : std::runtime_error {
 #endif
 
 [[noreturn]] inline void fail(const char* fmt, ...) {
+    std::va_list args;
+    va_start(args, fmt);
+    char msg[2048];
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
 #ifdef ZERO_FAIL_THROWS
-    {
-        std::va_list args;
-        va_start(args, fmt);
-        char msg[2048];
-        vsnprintf(msg, sizeof(msg), fmt, args);
-        va_end(args);
-        throw Refusal(msg);
-    }
+    throw Refusal(msg);
 #endif
     // one line per process: when several rank threads fail at once (a watchdog
     // firing on every waiting rank), the first prints and ends the process
@@ -48,11 +47,6 @@ struct Refusal : std::runtime_error {
     if (failing.exchange(true))
         for (;;) pause();
     fflush(stdout);
-    std::va_list args;
-    va_start(args, fmt);
-    char msg[2048];
-    vsnprintf(msg, sizeof(msg), fmt, args);
-    va_end(args);
     fprintf(stderr, "error: %s\n", msg);
     fflush(nullptr);
     // _Exit rather than exit: other rank threads may still be running and must not
@@ -76,6 +70,29 @@ struct HostClock {
         return ms;
     }
 };
+
+// printf into a std::string, of any length
+__attribute__((format(printf, 1, 2))) inline std::string strf(const char* fmt, ...) {
+    std::va_list args, again;
+    va_start(args, fmt);
+    va_copy(again, args);
+    std::string out((size_t)std::max(0, vsnprintf(nullptr, 0, fmt, args)), '\0');
+    vsnprintf(&out[0], out.size() + 1, fmt, again);
+    va_end(again);
+    va_end(args);
+    return out;
+}
+
+// The pieces of `text` between `sep`s, as Python's text.split(sep) gives them:
+// n separators make n + 1 pieces (lines: a trailing newline leaves an empty last one).
+inline std::vector<std::string> split_at(const std::string& text, char sep) {
+    std::vector<std::string> pieces;
+    size_t start = 0;
+    for (size_t at; (at = text.find(sep, start)) != std::string::npos; start = at + 1)
+        pieces.push_back(text.substr(start, at - start));
+    pieces.push_back(text.substr(start));
+    return pieces;
+}
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 inline size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
@@ -136,6 +153,19 @@ inline void write_exact(FILE* f, const void* src, size_t bytes, const std::strin
     CHECK(put == bytes, "cannot write %s: %s", path.c_str(), strerror(errno));
 }
 
+// A whole file's bytes (pipes too: it reads until the end rather than asking the size).
+inline std::string read_file_bytes(const std::string& path) {
+    FILE* f = open_file(path, "rb");
+    std::string text;
+    char buf[65536];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    CHECK(!bad, "cannot read %s", path.c_str());
+    return text;
+}
+
 // mkdir -p
 inline void make_dir(const std::string& path) {
     for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1))
@@ -171,3 +201,10 @@ struct AtomicFile {
         }
     }
 };
+
+// The whole of `text` as the file `path`, atomically (AtomicFile).
+inline void write_file_atomically(const std::string& path, const std::string& text) {
+    AtomicFile f(path);
+    f.write(text.data(), text.size());
+    f.commit();
+}

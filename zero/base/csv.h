@@ -3,6 +3,7 @@
 // figure, and read back by it from the trainer's reports.
 #pragma once
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -14,10 +15,9 @@ struct CsvTable {
     std::vector<std::string> header;
     std::vector<std::vector<std::string>> rows;
 
-    int column(const std::string& name) const {
-        for (size_t i = 0; i < header.size(); i++)
-            if (header[i] == name) return (int)i;
-        return -1;
+    int column(const std::string& name) const {  // -1: none of that name
+        auto it = std::find(header.begin(), header.end(), name);
+        return it == header.end() ? -1 : (int)(it - header.begin());
     }
     const std::string& text(size_t row, const std::string& name) const {
         int c = column(name);
@@ -34,39 +34,26 @@ struct CsvTable {
     }
 };
 
-inline std::vector<std::string> split_csv_line(const std::string& line) {
-    std::vector<std::string> fields(1);
-    for (char ch : line) {
-        if (ch == ',') fields.emplace_back();
-        else if (ch != '\r') fields.back() += ch;
-    }
-    return fields;
+inline std::vector<std::string> split_csv_line(std::string line) {
+    line.erase(std::remove(line.begin(), line.end(), '\r'), line.end());
+    return split_at(line, ',');
 }
 
 // Reads a CSV; every row must have the header's number of fields.
 inline CsvTable read_csv_table(const std::string& path) {
     CsvTable t;
     t.path = path;
-    FILE* f = open_file(path, "r");
-    std::string line;
-    int ch, line_no = 0;
-    auto take = [&]() {
-        line_no++;
-        std::vector<std::string> fields = split_csv_line(line);
+    std::vector<std::string> lines = split_at(read_file_bytes(path), '\n');
+    if (lines.back().empty()) lines.pop_back();  // the newline that ends the last row
+    for (size_t i = 0; i < lines.size(); i++) {
+        std::vector<std::string> fields = split_csv_line(lines[i]);
         if (t.header.empty()) t.header = fields;
         else {
-            CHECK(fields.size() == t.header.size(), "%s line %d: %zu fields, the header has %zu", path.c_str(), line_no,
+            CHECK(fields.size() == t.header.size(), "%s line %zu: %zu fields, the header has %zu", path.c_str(), i + 1,
                   fields.size(), t.header.size());
             t.rows.push_back(fields);
         }
-        line.clear();
-    };
-    while ((ch = fgetc(f)) != EOF) {
-        if (ch == '\n') take();
-        else line += (char)ch;
     }
-    if (!line.empty()) take();
-    fclose(f);
     CHECK(!t.header.empty(), "%s is empty: a CSV needs a header row", path.c_str());
     return t;
 }
@@ -99,8 +86,4 @@ inline std::string csv_field(std::string s) {
     return s;
 }
 
-inline std::string csv_num(double v, const char* fmt = "%.6g") {
-    char buf[64];
-    snprintf(buf, sizeof(buf), fmt, v);
-    return buf;
-}
+inline std::string csv_num(double v, const char* fmt = "%.6g") { return strf(fmt, v); }

@@ -19,12 +19,7 @@
 
 class Hasher64 {
   public:
-    explicit Hasher64(uint64_t seed = 0) {
-        lane[0] = seed + K0 + K1;
-        lane[1] = seed + K1;
-        lane[2] = seed;
-        lane[3] = seed - K0;
-    }
+    explicit Hasher64(uint64_t seed = 0) : lane{seed + K0 + K1, seed + K1, seed, seed - K0} {}
 
     void update(const void* data, size_t n) {
         const unsigned char* p = (const unsigned char*)data;

@@ -17,16 +17,9 @@
 
 #include "zero/base/common.h"
 
-static const char* json_type_name(JsonValue::Type t) {
-    switch (t) {
-        case JsonValue::Type::Null: return "null";
-        case JsonValue::Type::Bool: return "a boolean";
-        case JsonValue::Type::Number: return "a number";
-        case JsonValue::Type::String: return "a string";
-        case JsonValue::Type::Array: return "an array";
-        case JsonValue::Type::Object: return "an object";
-    }
-    return "?";
+static const char* json_type_name(JsonValue::Type t) {  // in the order of JsonValue::Type
+    static const char* const names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    return names[(int)t];
 }
 
 const char* JsonValue::type_name() const { return json_type_name(type_); }
@@ -68,10 +61,7 @@ const JsonValue* JsonValue::find(const std::string& key) const {
     return nullptr;
 }
 
-size_t JsonValue::size() const {
-    if (type_ == Type::Object) return object_.size();
-    return as_array().size();
-}
+size_t JsonValue::size() const { return type_ == Type::Object ? object_.size() : as_array().size(); }
 
 const JsonValue& JsonValue::operator[](size_t i) const {
     const std::vector<JsonValue>& a = as_array();
@@ -82,19 +72,12 @@ const JsonValue& JsonValue::operator[](size_t i) const {
 void append_utf8(std::string& out, uint32_t cp) {
     if (cp < 0x80) {
         out += (char)cp;
-    } else if (cp < 0x800) {
-        out += (char)(0xC0 | (cp >> 6));
-        out += (char)(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += (char)(0xE0 | (cp >> 12));
-        out += (char)(0x80 | ((cp >> 6) & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
-    } else {
-        out += (char)(0xF0 | (cp >> 18));
-        out += (char)(0x80 | ((cp >> 12) & 0x3F));
-        out += (char)(0x80 | ((cp >> 6) & 0x3F));
-        out += (char)(0x80 | (cp & 0x3F));
+        return;
     }
+    const int more = cp < 0x800 ? 1 : cp < 0x10000 ? 2 : 3;  // continuation bytes
+    static const uint8_t lead[4] = {0, 0xC0, 0xE0, 0xF0};
+    out += (char)(lead[more] | (cp >> (6 * more)));
+    for (int k = more - 1; k >= 0; k--) out += (char)(0x80 | ((cp >> (6 * k)) & 0x3F));
 }
 
 // The recursive-descent parser behind parse_json. At namespace scope, not in an
@@ -128,11 +111,8 @@ class JsonParser {
     std::string describe_here() const {
         if (pos >= s.size()) return "end of input";
         unsigned char c = (unsigned char)s[pos];
-        char buf[32];
-        if (c >= 0x20 && c < 0x7f) snprintf(buf, sizeof(buf), "'%c'", c);
-        else if (c == '\n') snprintf(buf, sizeof(buf), "end of line");
-        else snprintf(buf, sizeof(buf), "byte 0x%02X", c);
-        return buf;
+        if (c >= 0x20 && c < 0x7f) return strf("'%c'", c);
+        return c == '\n' ? "end of line" : strf("byte 0x%02X", c);
     }
 
     // Advances one byte, keeping line and column (UTF-8 continuation bytes do not
@@ -173,22 +153,15 @@ class JsonParser {
 
     JsonValue parse_literal() {
         JsonValue v = start_value(JsonValue::Type::Null);
-        static const char* const names[3] = {"true", "false", "null"};
-        for (const char* name : names) {
-            size_t n = strlen(name);
-            if (s.compare(pos, n, name) != 0) continue;
-            char after = pos + n < s.size() ? s[pos + n] : ' ';
-            if (isalnum((unsigned char)after) || after == '_') break;  // "nullx", "true1"
-            for (size_t i = 0; i < n; i++) advance();
-            if (name[0] == 'n') return v;
-            v.type_ = JsonValue::Type::Bool;
-            v.bool_ = name[0] == 't';
-            return v;
-        }
-        // name the whole bad word: "tru", "None", ...
+        // the whole word, so that "nullx" and "true1" are refused and "tru" or "None" named
         size_t end = pos;
         while (end < s.size() && end - pos < 32 && (isalnum((unsigned char)s[end]) || s[end] == '_')) end++;
-        error("expected a value, found '" + s.substr(pos, end - pos) + "' (literals are true, false and null)");
+        const std::string word = s.substr(pos, end - pos);
+        if (word != "true" && word != "false" && word != "null")
+            error("expected a value, found '" + word + "' (literals are true, false and null)");
+        for (size_t i = 0; i < word.size(); i++) advance();
+        if (word != "null") v.type_ = JsonValue::Type::Bool, v.bool_ = word == "true";
+        return v;
     }
 
     JsonValue parse_number() {
@@ -226,13 +199,9 @@ class JsonParser {
         unsigned u = 0;
         for (int i = 0; i < 4; i++) {
             if (pos >= s.size()) error("unterminated string: \\u needs four hex digits");
-            char c = s[pos];
-            int d = (c >= '0' && c <= '9') ? c - '0'
-                    : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                             : -1;
-            if (d < 0) error("\\u needs four hex digits, found " + describe_here());
-            u = u * 16 + (unsigned)d;
+            const char c = s[pos];
+            if (!isxdigit((unsigned char)c)) error("\\u needs four hex digits, found " + describe_here());
+            u = u * 16 + (unsigned)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
             advance();
         }
         return u;
@@ -249,23 +218,17 @@ class JsonParser {
         else if ((c & 0xE0) == 0xC0) n = 1, cp = c & 0x1F, min = 0x80;
         else if ((c & 0xF0) == 0xE0) n = 2, cp = c & 0x0F, min = 0x800;
         else if ((c & 0xF8) == 0xF0) n = 3, cp = c & 0x07, min = 0x10000;
-        else error("invalid UTF-8 (byte 0x" + hex_byte(c) + ")");
+        else error(strf("invalid UTF-8 (byte 0x%02X)", c));
         for (int i = 1; i <= n; i++) {
             if (pos + i >= s.size()) error("invalid UTF-8: truncated character");
             unsigned char cc = (unsigned char)s[pos + i];
-            if ((cc & 0xC0) != 0x80) error("invalid UTF-8 (byte 0x" + hex_byte(cc) + " inside a character)");
+            if ((cc & 0xC0) != 0x80) error(strf("invalid UTF-8 (byte 0x%02X inside a character)", cc));
             cp = (cp << 6) | (cc & 0x3F);
         }
         if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
             error("invalid UTF-8 (overlong form, surrogate or code point beyond U+10FFFF)");
         out.append(s, pos, (size_t)n + 1);
         for (int i = 0; i <= n; i++) advance();
-    }
-
-    static std::string hex_byte(unsigned char c) {
-        char buf[4];
-        snprintf(buf, sizeof(buf), "%02X", c);
-        return buf;
     }
 
     // At the opening quote; returns the decoded string.
@@ -281,7 +244,7 @@ class JsonParser {
                 return out;
             }
             if (c == '\n') error_at(l0, c0, "unterminated string (a string cannot span lines; write \\n)");
-            if (c < 0x20) error("control character 0x" + hex_byte(c) + " in a string (escape it)");
+            if (c < 0x20) error(strf("control character 0x%02X in a string (escape it)", c));
             if (c != '\\') {
                 copy_utf8_char(out);
                 continue;
@@ -290,96 +253,79 @@ class JsonParser {
             advance();  // backslash
             if (pos >= s.size()) error_at(l0, c0, "unterminated string");
             char e = s[pos];
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    advance();
-                    uint32_t cp = hex4();
-                    if (cp >= 0xDC00 && cp <= 0xDFFF)
-                        error_at(el, ec, "lone low surrogate \\u" + hex4_text(cp) + " (it must follow a high one)");
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {
-                        if (s.compare(pos, 2, "\\u") != 0)
-                            error_at(el, ec, "high surrogate \\u" + hex4_text(cp) + " is not followed by \\uDC00-\\uDFFF");
-                        advance();
-                        advance();
-                        uint32_t lo = hex4();
-                        if (lo < 0xDC00 || lo > 0xDFFF)
-                            error_at(el, ec, "high surrogate \\u" + hex4_text(cp) + " is followed by \\u" +
-                                                 hex4_text(lo) + ", not by \\uDC00-\\uDFFF");
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    }
-                    append_utf8(out, cp);
-                    continue;  // hex4 advanced past the digits
-                }
-                default: {
-                    std::string what = "invalid escape \\";
-                    if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f) what += e;
-                    else what += "(byte 0x" + hex_byte((unsigned char)e) + ")";
-                    error_at(el, ec, what + " (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-                }
+            // the one-character escapes, and what each stands for
+            static const char escapes[] = "\"\\/bfnrt", meanings[] = "\"\\/\b\f\n\r\t";
+            if (const char* k = e ? strchr(escapes, e) : nullptr) {
+                out += meanings[k - escapes];
+                advance();
+                continue;
+            }
+            if (e != 'u') {
+                std::string what = "invalid escape \\";
+                if ((unsigned char)e >= 0x20 && (unsigned char)e < 0x7f) what += e;
+                else what += strf("(byte 0x%02X)", (unsigned char)e);
+                error_at(el, ec, what + " (valid: \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
             }
             advance();
+            uint32_t cp = hex4();  // (it advances past the digits)
+            if (cp >= 0xDC00 && cp <= 0xDFFF)
+                error_at(el, ec, strf("lone low surrogate \\u%04X (it must follow a high one)", cp));
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                if (s.compare(pos, 2, "\\u") != 0)
+                    error_at(el, ec, strf("high surrogate \\u%04X is not followed by \\uDC00-\\uDFFF", cp));
+                advance();
+                advance();
+                uint32_t lo = hex4();
+                if (lo < 0xDC00 || lo > 0xDFFF)
+                    error_at(el, ec, strf("high surrogate \\u%04X is followed by \\u%04X, not by \\uDC00-\\uDFFF",
+                                          cp, lo));
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            append_utf8(out, cp);
         }
     }
 
-    static std::string hex4_text(uint32_t u) {
-        char buf[8];
-        snprintf(buf, sizeof(buf), "%04X", u);
-        return buf;
-    }
-
-    void enter(int depth) {
+    // An array or an object, from its opening bracket: `element` parses one
+    // element or member into `v`; commas between them, none after the last.
+    template <typename Element>
+    JsonValue parse_container(int depth, JsonValue::Type t, Element&& element) {
         if (depth >= MAX_DEPTH) error("nesting deeper than " + std::to_string(MAX_DEPTH) + " levels");
-    }
-
-    JsonValue parse_array(int depth) {
-        enter(depth);
-        JsonValue v = start_value(JsonValue::Type::Array);
-        advance();  // [
+        const bool array = t == JsonValue::Type::Array;
+        const char close = array ? ']' : '}', *kind = array ? "array" : "object";
+        JsonValue v = start_value(t);
+        advance();  // [ or {
         skip_ws();
-        if (pos < s.size() && s[pos] == ']') {
+        if (pos < s.size() && s[pos] == close) {
             advance();
             return v;
         }
         for (;;) {
             skip_ws();
-            if (pos < s.size() && s[pos] == ']') error("trailing comma before ']'");
-            v.array_.push_back(parse_value(depth + 1));
+            if (pos < s.size() && s[pos] == close) error(strf("trailing comma before '%c'", close));
+            element(v);
             skip_ws();
-            if (pos >= s.size()) error_at(v.line_, v.column_, "unterminated array (no closing ']')");
+            if (pos >= s.size()) error_at(v.line_, v.column_, strf("unterminated %s (no closing '%c')", kind, close));
             if (s[pos] == ',') {
                 advance();
                 continue;
             }
-            if (s[pos] == ']') {
+            if (s[pos] == close) {
                 advance();
                 return v;
             }
-            error("expected ',' or ']' in an array, found " + describe_here());
+            error(strf("expected ',' or '%c' in an %s, found ", close, kind) + describe_here());
         }
     }
 
+    JsonValue parse_array(int depth) {
+        return parse_container(depth, JsonValue::Type::Array,
+                               [&](JsonValue& v) { v.array_.push_back(parse_value(depth + 1)); });
+    }
+
     JsonValue parse_object(int depth) {
-        enter(depth);
-        JsonValue v = start_value(JsonValue::Type::Object);
-        advance();  // {
-        skip_ws();
-        if (pos < s.size() && s[pos] == '}') {
-            advance();
-            return v;
-        }
         std::unordered_map<std::string, size_t> index;  // key -> member, to refuse duplicates in O(1)
-        for (;;) {
-            skip_ws();
+        return parse_container(depth, JsonValue::Type::Object, [&](JsonValue& v) {
             if (pos >= s.size()) error_at(v.line_, v.column_, "unterminated object (no closing '}')");
-            if (s[pos] == '}') error("trailing comma before '}'");
             if (s[pos] != '"') error("expected a member name in double quotes, found " + describe_here());
             int kl = line, kc = col;
             std::string key = parse_string();
@@ -392,22 +338,8 @@ class JsonParser {
                 error("expected ':' after member name \"" + key + "\", found " + describe_here());
             advance();
             skip_ws();
-            JsonMember m;
-            m.key = std::move(key);
-            m.value = parse_value(depth + 1);
-            v.object_.push_back(std::move(m));
-            skip_ws();
-            if (pos >= s.size()) error_at(v.line_, v.column_, "unterminated object (no closing '}')");
-            if (s[pos] == ',') {
-                advance();
-                continue;
-            }
-            if (s[pos] == '}') {
-                advance();
-                return v;
-            }
-            error("expected ',' or '}' in an object, found " + describe_here());
-        }
+            v.object_.push_back({std::move(key), parse_value(depth + 1)});
+        });
     }
 };
 
@@ -415,14 +347,4 @@ JsonValue parse_json(const std::string& text, const std::string& source) {
     return JsonParser(text, source).parse_document();
 }
 
-JsonValue parse_json_file(const std::string& path) {
-    FILE* f = open_file(path, "rb");
-    std::string text;
-    char buf[65536];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
-    bool bad = ferror(f) != 0;
-    fclose(f);
-    CHECK(!bad, "cannot read %s", path.c_str());
-    return parse_json(text, path);
-}
+JsonValue parse_json_file(const std::string& path) { return parse_json(read_file_bytes(path), path); }

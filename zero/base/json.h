@@ -30,8 +30,6 @@ class JsonValue {
   public:
     enum class Type { Null, Bool, Number, String, Array, Object };
 
-    JsonValue() = default;
-
     Type type() const { return type_; }
     bool is_null() const { return type_ == Type::Null; }
     bool is_bool() const { return type_ == Type::Bool; }
@@ -66,8 +64,6 @@ class JsonValue {
 
     // Where the value starts in its document: "SOURCE:LINE:COLUMN".
     std::string where() const { return source_ + ":" + std::to_string(line_) + ":" + std::to_string(column_); }
-    int line() const { return line_; }
-    int column() const { return column_; }
 
   private:
     friend class JsonParser;  // the parser in zero/base/json.cpp

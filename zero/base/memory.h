@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,11 +36,7 @@ inline const char* arena_name(Arena a) { return a == Arena::Device ? "device" : 
 
 struct MemCounts {
     size_t bytes[NUM_ARENAS][NUM_MEM_KINDS] = {};
-    size_t total(Arena a) const {
-        size_t t = 0;
-        for (int k = 0; k < NUM_MEM_KINDS; k++) t += bytes[(int)a][k];
-        return t;
-    }
+    size_t total(Arena a) const { return std::accumulate(bytes[(int)a], bytes[(int)a] + NUM_MEM_KINDS, size_t(0)); }
     size_t& at(Arena a, MemKind k) { return bytes[(int)a][(int)k]; }
     size_t get(Arena a, MemKind k) const { return bytes[(int)a][(int)k]; }
 };

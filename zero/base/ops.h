@@ -135,9 +135,8 @@ struct OpStamps {
 
 class OpRecorder {
   public:
-    explicit OpRecorder(Recording how_) : how(how_), capture(how_ == Recording::Capture) {}
-    const Recording how;
-    const bool capture;         // how == Capture: ops run, and `runs` keeps how to run each again
+    explicit OpRecorder(Recording how) : capture(how == Recording::Capture) { last.fill(-1); }
+    const bool capture;         // Recording::Capture: ops run, and `runs` keeps how to run each again
     std::vector<StepOp> ops;
     std::vector<std::function<void()>> runs;  // capture: each op's closure (empty: not replayable)
     // capture: how to wait until a run of the op's closure has finished -- its stream synchronised, as
@@ -229,16 +228,11 @@ class OpRecorder {
         --it;
         return (uint64_t)p < it->first + it->second;
     }
-    std::array<int, NUM_LANES> last = filled(-1);
+    std::array<int, NUM_LANES> last;  // each lane's last op (-1: none yet)
     std::array<std::vector<int>, NUM_LANES> waits;
     std::map<const void*, int> event_ops;
     uint64_t next_device = 0x400000000000ull, next_host = 0x100000000000ull;  // 64 TiB, 16 TiB
     std::map<uint64_t, size_t> device_ranges, host_ranges;
-    static std::array<int, NUM_LANES> filled(int v) {
-        std::array<int, NUM_LANES> a;
-        a.fill(v);
-        return a;
-    }
 };
 
 // Checking mode's look at a dry run's list (zero/base/stream_check.h): the

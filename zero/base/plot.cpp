@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
+
+#include "zero/base/common.h"
 
 #ifdef ZERO_HAVE_STB
 #pragma GCC diagnostic push
@@ -53,20 +56,13 @@ void Image::blit(const Image& src, int x, int y) {
 // ---------------------------------------------------------------------------
 // Text. stb_easy_font knows printable ASCII only; anything else prints as '?'.
 
-static std::string printable(const std::string& s) {
-    std::string out = s;
-    for (char& ch : out)
+static std::string printable(std::string s) {
+    for (char& ch : s)
         if (ch != '\n' && (ch < 32 || ch > 126)) ch = '?';
-    return out;
+    return s;
 }
 
-bool plot_text_available() {
-#ifdef ZERO_HAVE_STB
-    return true;
-#else
-    return false;
-#endif
-}
+bool plot_text_available() { return png_available(); }  // stb brings both
 
 int text_width(const std::string& s, int scale) {
     std::string t = printable(s);
@@ -119,18 +115,12 @@ void draw_text_vertical(Image& img, int x, int y, const std::string& s, Rgb c, i
 // Ticks
 
 std::string format_tick(double v) {
-    char buf[32];
     if (v == 0) return "0";
     double a = std::fabs(v);
-    if (a >= 1e5 || a < 1e-3) {
-        int e = (int)std::floor(std::log10(a) + 1e-9);
-        double m = v / std::pow(10.0, e);
-        if (std::fabs(m - std::round(m)) < 1e-6) snprintf(buf, sizeof(buf), "%.0fe%d", m, e);
-        else snprintf(buf, sizeof(buf), "%.3ge%d", m, e);
-    } else {
-        snprintf(buf, sizeof(buf), "%.6g", v);
-    }
-    return buf;
+    if (a < 1e5 && a >= 1e-3) return strf("%.6g", v);
+    int e = (int)std::floor(std::log10(a) + 1e-9);
+    double m = v / std::pow(10.0, e);
+    return strf(std::fabs(m - std::round(m)) < 1e-6 ? "%.0fe%d" : "%.3ge%d", m, e);
 }
 
 // A step of 1, 2 or 5 times a power of ten giving about `want` intervals over the range.
@@ -206,7 +196,7 @@ static void thick_pixel(Image& img, int x, int y, Rgb c, const PlotArea& clip, i
     for (int dy = 0; dy < width; dy++)
         for (int dx = 0; dx < width; dx++) {
             int px = x + dx - width / 2, py = y + dy - width / 2;
-            if (px >= clip.x0 && px <= clip.x1 && py >= clip.y0 && py <= clip.y1) img.set(px, py, c);
+            if (clip.contains(px, py)) img.set(px, py, c);
         }
 }
 
@@ -224,12 +214,16 @@ static void draw_line(Image& img, double fx0, double fy0, double fx1, double fy1
     }
 }
 
+// the edges of [x0, x1] x [y0, y1]
+static void outline_rect(Image& img, int x0, int y0, int x1, int y1, Rgb c) {
+    for (int x = x0; x <= x1; x++) img.set(x, y0, c), img.set(x, y1, c);
+    for (int y = y0; y <= y1; y++) img.set(x0, y, c), img.set(x1, y, c);
+}
+
 static void draw_marker(Image& img, int cx, int cy, Rgb c, const PlotArea& clip, int r) {
     for (int dy = -r; dy <= r; dy++)
         for (int dx = -r; dx <= r; dx++)
-            if (dx * dx + dy * dy <= r * r && cx + dx >= clip.x0 && cx + dx <= clip.x1 && cy + dy >= clip.y0 &&
-                cy + dy <= clip.y1)
-                img.set(cx + dx, cy + dy, c);
+            if (dx * dx + dy * dy <= r * r && clip.contains(cx + dx, cy + dy)) img.set(cx + dx, cy + dy, c);
 }
 
 // ---------------------------------------------------------------------------
@@ -260,6 +254,7 @@ static void draw_legend(Image& img, const std::vector<LegendEntry>& entries, con
     // the corner whose box covers the fewest drawn pixels
     int best = 0;
     long best_ink = -1;
+    const PlotArea everywhere{0, 0, img.width - 1, img.height - 1};
     int xs[4] = {a.x0 + 10, a.x1 - 10 - w, a.x0 + 10, a.x1 - 10 - w};
     int ys[4] = {a.y0 + 10, a.y0 + 10, a.y1 - 10 - h, a.y1 - 10 - h};
     if (outside) xs[0] = a.x1 + 16, ys[0] = a.y0;
@@ -267,17 +262,12 @@ static void draw_legend(Image& img, const std::vector<LegendEntry>& entries, con
         long ink = 0;
         for (int y = ys[k]; y < ys[k] + h; y++)
             for (int x = xs[k]; x < xs[k] + w; x++)
-                if (x >= 0 && y >= 0 && x < img.width && y < img.height) {
-                    Rgb p = img.at(x, y);
-                    ink += p != PLOT_BACKGROUND && p != PLOT_GRID;
-                }
+                if (everywhere.contains(x, y)) ink += img.at(x, y) != PLOT_BACKGROUND && img.at(x, y) != PLOT_GRID;
         if (best_ink < 0 || ink < best_ink) best_ink = ink, best = k;
     }
     int x = xs[best], y = ys[best];
     img.fill_rect(x, y, x + w, y + h, PLOT_BACKGROUND);
-    for (int i = x; i < x + w; i++) img.set(i, y, PLOT_GRID), img.set(i, y + h - 1, PLOT_GRID);
-    for (int j = y; j < y + h; j++) img.set(x, j, PLOT_GRID), img.set(x + w - 1, j, PLOT_GRID);
-    PlotArea everywhere{0, 0, img.width - 1, img.height - 1};
+    outline_rect(img, x, y, x + w - 1, y + h - 1, PLOT_GRID);
     for (size_t i = 0; i < entries.size(); i++) {
         const LegendEntry& e = entries[i];
         int cy = y + pad + (int)i * row + row / 2 - 4, sx = x + pad;
@@ -303,14 +293,12 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
     }
     for (const RefLine& r : c.hlines) ys.push_back(r.y);
     for (const BoxMark& b : c.boxes) xs.push_back(b.x0), xs.push_back(b.x1), ys.push_back(b.y0), ys.push_back(b.y1);
-    if (bars) {
-        for (size_t k = 0; k < c.categories.size(); k++) {
-            double stack = 0;
-            for (const BarSeries& b : c.bars) {
-                double v = k < b.values.size() ? b.values[k] : 0;
-                if (c.stacked) stack += v, ys.push_back(stack);
-                else ys.push_back(v);
-            }
+    for (size_t k = 0; k < c.categories.size(); k++) {
+        double stack = 0;
+        for (const BarSeries& b : c.bars) {
+            double v = k < b.values.size() ? b.values[k] : 0;
+            stack += v;
+            ys.push_back(c.stacked ? stack : v);
         }
     }
     Scale sx, sy;
@@ -355,18 +343,16 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
         draw_text(img, a.x0 - 8 - text_width(lab, tick_scale), py - text_height(lab, tick_scale) / 2, lab, PLOT_INK,
                   tick_scale);
     }
-    // x ticks: on numeric axes, labels are skipped where they would touch the previous one
-    if (!bars) {
-        int last_right = -1000000;
-        for (double t : xticks) {
-            int px = (int)std::lround(sx.to_pixel(t));
-            for (int y = a.y0; y <= a.y1; y++) img.set(px, y, PLOT_GRID);
-            std::string lab = format_tick(t);
-            int w = text_width(lab, tick_scale), lx = px - w / 2;
-            if (lx > last_right + 12) {
-                draw_text(img, lx, a.y1 + 10, lab, PLOT_INK, tick_scale);
-                last_right = lx + w;
-            }
+    // x ticks (numeric axes only): labels are skipped where they would touch the previous one
+    int last_right = -1000000;
+    for (double t : xticks) {
+        int px = (int)std::lround(sx.to_pixel(t));
+        for (int y = a.y0; y <= a.y1; y++) img.set(px, y, PLOT_GRID);
+        std::string lab = format_tick(t);
+        int w = text_width(lab, tick_scale), lx = px - w / 2;
+        if (lx > last_right + 12) {
+            draw_text(img, lx, a.y1 + 10, lab, PLOT_INK, tick_scale);
+            last_right = lx + w;
         }
     }
 
@@ -401,8 +387,7 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
         int x0 = (int)std::lround(sx.to_pixel(b.x0)), x1 = (int)std::lround(sx.to_pixel(b.x1));
         int y0 = (int)std::lround(sy.to_pixel(b.y1)), y1 = (int)std::lround(sy.to_pixel(b.y0));
         img.fill_rect(x0, y0, x1 + 1, y1 + 1, b.color);
-        for (int x = x0; x <= x1; x++) img.set(x, y0, PLOT_INK), img.set(x, y1, PLOT_INK);
-        for (int y = y0; y <= y1; y++) img.set(x0, y, PLOT_INK), img.set(x1, y, PLOT_INK);
+        outline_rect(img, x0, y0, x1, y1, PLOT_INK);
         for (int scale = 2; scale >= 1 && !b.label.empty(); scale--)
             if (text_width(b.label, scale) + 4 <= x1 - x0 && text_height(b.label, scale) + 4 <= y1 - y0) {
                 draw_text(img, (x0 + x1 - text_width(b.label, scale)) / 2, (y0 + y1 - text_height(b.label, scale)) / 2,
@@ -433,8 +418,7 @@ Image render_chart(const Chart& c, PlotArea* area_out) {
                             s.marker_radius);
     }
     // axes box
-    for (int x = a.x0; x <= a.x1; x++) img.set(x, a.y0, PLOT_INK), img.set(x, a.y1, PLOT_INK);
-    for (int y = a.y0; y <= a.y1; y++) img.set(a.x0, y, PLOT_INK), img.set(a.x1, y, PLOT_INK);
+    outline_rect(img, a.x0, a.y0, a.x1, a.y1, PLOT_INK);
     draw_legend(img, legend, a, c.legend_outside);
 
     // title and axis labels
@@ -458,16 +442,13 @@ Image tile_images(const std::vector<Image>& images, int columns, const std::stri
         col_w[i % columns] = std::max(col_w[i % columns], images[i].width);
         row_h[i / columns] = std::max(row_h[i / columns], images[i].height);
     }
-    int top = title.empty() ? 0 : text_height(title, 3) + 32, w = 0, h = top;
-    for (int x : col_w) w += x;
-    for (int y : row_h) h += y;
-    Image out(w, h);
+    int top = title.empty() ? 0 : text_height(title, 3) + 32;
+    Image out(std::accumulate(col_w.begin(), col_w.end(), 0), std::accumulate(row_h.begin(), row_h.end(), top));
     if (!title.empty()) draw_text(out, out.width / 2 - text_width(title, 3) / 2, 16, title, PLOT_INK, 3);
     for (size_t i = 0; i < images.size(); i++) {
-        int c = (int)(i % columns), r = (int)(i / columns), x = 0, y = top;
-        for (int k = 0; k < c; k++) x += col_w[k];
-        for (int k = 0; k < r; k++) y += row_h[k];
-        out.blit(images[i], x, y);
+        int c = (int)(i % columns), r = (int)(i / columns);
+        out.blit(images[i], std::accumulate(col_w.begin(), col_w.begin() + c, 0),
+                 std::accumulate(row_h.begin(), row_h.begin() + r, top));
     }
     return out;
 }

@@ -109,6 +109,7 @@ struct Chart {
 // The plot area (inside the axes) of a rendered chart, in pixels.
 struct PlotArea {
     int x0 = 0, y0 = 0, x1 = 0, y1 = 0;
+    bool contains(int x, int y) const { return x >= x0 && x <= x1 && y >= y0 && y <= y1; }
 };
 
 Image render_chart(const Chart& c, PlotArea* area = nullptr);

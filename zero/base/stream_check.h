@@ -91,13 +91,12 @@ class StreamChecker {
 
     // An operation the thread issues onto `stream` (a kernel, a copy, a
     // collective): it comes after everything the thread did before.
-    template <typename Accesses>  // a braced list, or a vector where their number depends on the data
+    template <typename Accesses>  // a list, or a vector where their number depends on the data
     void issue(int stream, const char* what, const Accesses& acc) {
         join(stream, clocks[current()]);
         tick(stream);
         check(stream, what, acc);
     }
-    void issue(int stream, const char* what, std::initializer_list<Access> acc) { issue<>(stream, what, acc); }
     // Work of the thread itself (or of a host-task worker inside its task).
     template <typename Accesses>
     void host(const char* what, const Accesses& acc) {
@@ -105,7 +104,6 @@ class StreamChecker {
         tick(a);
         check(a, what, acc);
     }
-    void host(const char* what, std::initializer_list<Access> acc) { host<>(what, acc); }
     // Events: a record takes the stream's clock; a stream waits by joining it;
     // the thread synchronises by joining it.
     Clock record(int stream) {

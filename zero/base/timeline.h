@@ -77,9 +77,7 @@ inline Timeline lay_out(const std::vector<const std::vector<StepOp>*>& lists, co
         const StepOp& op = (*lists[s])[i];
         for (int a : op.after)
             if (tl.end[s][a] == NONE) return false;
-        if (op.kind != OpKind::Recv) return true;
-        const auto& q = sent[{op.peer, s}];
-        return received[{op.peer, s}] < (int)q.size();
+        return op.kind != OpKind::Recv || received[{op.peer, s}] < (int)sent[{op.peer, s}].size();
     };
     auto start = [&](int s, int i, Lane lane) {
         const StepOp& op = (*lists[s])[i];

@@ -47,14 +47,9 @@ inline const char* variant_name(Variant v) {
 // bits; an unknown name is put in `bad` and 0 returned.
 inline unsigned parse_variants(const std::string& text, std::string& bad) {
     unsigned bits = 0;
-    size_t at = 0;
-    while (at <= text.size()) {
-        size_t end = text.find(',', at);
-        if (end == std::string::npos) end = text.size();
-        std::string name = text.substr(at, end - at);
+    for (std::string name : split_at(text, ',')) {
         name.erase(0, name.find_first_not_of(" \t"));
         name.erase(name.find_last_not_of(" \t") + 1);
-        at = end + 1;
         if (name.empty()) continue;
         unsigned v = 0;
         while (v < (unsigned)Variant::Count && name != variant_name((Variant)v)) v++;
