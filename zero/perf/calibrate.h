@@ -1,15 +1,10 @@
 // Calibration's timing (`--calibrate FILE`, zero/run/calibration.h): an
-// operation the trainer ran, run again alone in batches of calls about 20 ms
-// long, the fastest of five kept (another process on the machine only ever
-// makes a batch slower); the emulated collectives in a world of the run's
-// size and groups; and the ceilings the efficiencies are taken against, the
-// best matmul and a device copy.
+// operation the trainer ran, run again alone (time_calls); the emulated
+// collectives in a world of the run's size and groups; and the ceilings the
+// efficiencies are taken against, the best matmul and a device copy.
 #pragma once
 
 #include <algorithm>
-#include <functional>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #ifdef _OPENMP

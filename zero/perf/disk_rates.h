@@ -1,6 +1,13 @@
 // The disk's plain rates, apart from the engine that drives it
-// (zero/engine/disk_states.h): what --calibrate gives the step-time model for
-// NVMe offload, and the reference dev/bench_nvme.cpp holds the engine to.
+// (zero/engine/disk_states.h): a file of `bytes` at `path` written sequentially
+// in `block`-byte O_DIRECT requests, `in_flight` of them at a time (a thread
+// each, taking the next block in file order), then fdatasync, and read back
+// the same way; GB/s each (direct: O_DIRECT was taken; if not, the page cache
+// is dropped before the read). The file is removed. One request at a time is
+// the plain reference the engine is held to (dev/bench_nvme.cpp); the
+// engine's own request size and concurrency (threads x queue_depth) is what
+// --calibrate gives the step-time model for NVMe offload, since that is how
+// the engine drives the disk.
 #pragma once
 
 #include <atomic>
@@ -14,14 +21,6 @@
 #include "zero/base/common.h"
 #include "zero/engine/disk_states.h"
 
-// The disk's plain rates: a file of `bytes` at `path` written sequentially in
-// `block`-byte O_DIRECT requests, `in_flight` of them at a time (a thread each,
-// taking the next block in file order), then fdatasync, and read back the same
-// way; GB/s each (direct: O_DIRECT was taken; if not, the page cache is dropped
-// before the read). The file is removed. One request at a time is the plain
-// reference the engine is held to (dev/bench_nvme.cpp); the engine's own
-// request size and concurrency (threads x queue_depth) is what --calibrate
-// gives the step-time model, since that is how the engine drives the disk.
 inline void plain_disk_rates(const std::string& path, size_t bytes, size_t block, int in_flight, bool& direct,
                              double& write_gbps, double& read_gbps) {
     CHECK(block >= DiskStates::ALIGN && block % DiskStates::ALIGN == 0 && in_flight >= 1,

@@ -158,7 +158,7 @@ class OpTimer {
     const Placement pl;
     std::vector<std::unique_ptr<Profile>> refs;  // spec profiles: the efficiency_from chain, a measured one last
     int interpolated = 0;          // ops whose exact shape was not measured
-    double oversubscription() const { return oversubscribed; }  // emulated ranks beyond the cores: N / R
+    double oversubscribed = 1;     // emulated ranks beyond the cores: N / R
 
     double seconds(const StepOp& op) {
         if (op.kind == OpKind::HostWait || op.kind == OpKind::Send) return 0;  // a send's cost is its receive's
@@ -235,16 +235,14 @@ class OpTimer {
     }
     static bool has_kind(const Profile& p, const std::string& ctx, const std::string& kind) {
         auto c = p.kernels.find(ctx);
-        if (c == p.kernels.end()) return false;
-        for (const auto& e : c->second)
-            if (e.first.compare(0, kind.size() + 1, kind + " ") == 0) return true;
-        return false;
+        return c != p.kernels.end() && std::any_of(c->second.begin(), c->second.end(), [&](const auto& e) {
+                   return e.first.compare(0, kind.size() + 1, kind + " ") == 0;
+               });
     }
 
   private:
     double s = 4;
     int ctx_ranks = 1;
-    double oversubscribed = 1;
     // per (table, context, kind): measured (work, seconds), sorted by work
     std::map<std::string, std::vector<std::pair<double, double>>> curves;
 

@@ -113,9 +113,7 @@ inline std::string peak_record_path() {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0) return "";
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir = dir.substr(0, dir.rfind('/') + 1) + "build";
+    const std::string path(exe, (size_t)n), dir = path.substr(0, path.rfind('/') + 1) + "build";
     return file_exists(dir) ? dir + "/matmul_peak.txt" : "";
 }
 

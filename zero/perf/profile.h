@@ -95,47 +95,31 @@ inline Profile load_profile(const std::string& path) {
     if (const JsonValue* m = j.find("measured")) p.measured = m->is_bool() && m->as_bool();
     if (const JsonValue* m = j.find("synchronous")) p.synchronous = m->is_bool() && m->as_bool();
     double cores = 1, dpn = 1;
-    if (const JsonValue* d = j.find("device")) {
-        str(*d, "name", p.device);
-        str(*d, "dtype", p.dtype);
-        num(*d, "memory_gib", p.memory_gib);
-        num(*d, "peak_tflops", p.peak_tflops);
-        num(*d, "memory_gbs", p.hbm_gbs);
-        num(*d, "cores", cores);
-    }
-    if (const JsonValue* n = j.find("node")) {
-        num(*n, "devices", dpn);
-        num(*n, "link_gbs", p.link_gbs);
-        num(*n, "link_latency_us", p.link_latency_us);
-    }
-    if (const JsonValue* n = j.find("network")) {
-        num(*n, "node_gbs", p.network_gbs);
-        num(*n, "latency_us", p.network_latency_us);
-    }
-    if (const JsonValue* h = j.find("host")) {
-        num(*h, "pcie_gbs", p.pcie_gbs);
-        num(*h, "pcie_latency_us", p.pcie_latency_us);
-        num(*h, "memory_gib", p.host_memory_gib);
-        num(*h, "cpu_adamw_params_per_s", p.cpu_adamw_params_per_s);
-        num(*h, "memory_gbs", p.host_gbs);
-    }
-    if (const JsonValue* d = j.find("disk")) {
-        num(*d, "read_gbs", p.disk_read_gbs);
-        num(*d, "write_gbs", p.disk_write_gbs);
-    }
-    if (const JsonValue* a = j.find("anchor")) {
-        str(*a, "flags", p.anchor_flags);
-        num(*a, "tflops", p.anchor_tflops);
-        num(*a, "peak_tflops", p.anchor_peak_tflops);
+    const struct { const char* section; const char* key; double* out; } numbers[] = {
+        {"device", "memory_gib", &p.memory_gib}, {"device", "peak_tflops", &p.peak_tflops},
+        {"device", "memory_gbs", &p.hbm_gbs}, {"device", "cores", &cores}, {"node", "devices", &dpn},
+        {"node", "link_gbs", &p.link_gbs}, {"node", "link_latency_us", &p.link_latency_us},
+        {"network", "node_gbs", &p.network_gbs}, {"network", "latency_us", &p.network_latency_us},
+        {"host", "pcie_gbs", &p.pcie_gbs}, {"host", "pcie_latency_us", &p.pcie_latency_us},
+        {"host", "memory_gib", &p.host_memory_gib}, {"host", "cpu_adamw_params_per_s", &p.cpu_adamw_params_per_s},
+        {"host", "memory_gbs", &p.host_gbs}, {"disk", "read_gbs", &p.disk_read_gbs},
+        {"disk", "write_gbs", &p.disk_write_gbs}, {"anchor", "tflops", &p.anchor_tflops},
+        {"anchor", "peak_tflops", &p.anchor_peak_tflops},
+        {"software", "reduce_scatter_by_reduces_bucket", &p.reduce_scatter_bucket}};
+    const struct { const char* section; const char* key; std::string* out; } texts[] = {
+        {"device", "name", &p.device}, {"device", "dtype", &p.dtype}, {"anchor", "flags", &p.anchor_flags}};
+    for (const auto& t : texts)
+        if (const JsonValue* section = j.find(t.section)) str(*section, t.key, *t.out);
+    for (const auto& n : numbers)
+        if (const JsonValue* section = j.find(n.section)) num(*section, n.key, *n.out);
+    if (const JsonValue* a = j.find("anchor"))
         CHECK(!p.anchor_flags.empty() && p.anchor_tflops > 0 && p.anchor_peak_tflops > 0,
               "%s: an anchor needs flags, tflops and peak_tflops", a->where().c_str());
-    }
     if (const JsonValue* sw = j.find("software")) {
         if (const JsonValue* v = sw->find("overlap_data_parallel")) {
             CHECK(v->is_bool(), "%s: overlap_data_parallel must be true or false", v->where().c_str());
             p.overlap_data_parallel = v->as_bool();
         }
-        num(*sw, "reduce_scatter_by_reduces_bucket", p.reduce_scatter_bucket);
     }
     std::string curve;
     str(j, "matmul_curve", curve);

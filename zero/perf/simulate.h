@@ -1,25 +1,19 @@
 // The step-time model: a dry run's operations (one schedule per pipeline
 // stage, zero/run/dry_run.h) given op_time.h's durations and laid out in time
-// by the one lay-out engine (zero/base/timeline.h, which states the rules): in
-// the CPU build every lane but the disk's is the rank's thread and its
-// emulated ranks share the cores; on a GPU communication on the comm stream
-// runs beside the compute stream's kernels, as far as the engine's events let
-// it. A step is the thread's time from the end of one step to the end of the
-// next (two are laid out: the second is the steady state); with a pipeline,
-// the last stage to finish sets it.
+// by the one lay-out engine (zero/base/timeline.h, which states the rules: the
+// CPU build's shared cores, and the data group's reductions on the compute
+// lane for software that does not overlap them, the profile's
+// software.overlap_data_parallel false: Megatron-LM's all-reduce after
+// backward, DeepSpeed's overlap_comm off). A step is the thread's time from
+// the end of one step to the end of the next (two are laid out: the second is
+// the steady state); with a pipeline, the last stage to finish sets it.
 //
 // The breakdown says what each kind of work costs the step: the step laid
 // out again with that kind taking no time, and the difference. The kinds
 // overlap, so the parts need not add up to the step. A pipeline's bubble is
 // the share of its stages' time in which their compute streams are idle.
-//
-// Software that does not overlap the data group's reductions with the
-// backward pass (the profile's software.overlap_data_parallel false:
-// Megatron-LM's all-reduce after backward, DeepSpeed's overlap_comm off) has
-// them laid out on the compute lane, in the order the engine issues them.
 #pragma once
 
-#include <map>
 #include <string>
 #include <vector>
 
@@ -76,7 +70,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
     // the CPU build's emulated ranks share its cores (op_time.h timed each op with a core's share to itself)
     const double per_stage = (double)q.world * q.tp, capacity = std::max(1.0, (double)prof.cores / std::max(1, prof.cores / pl.world));
     if (sync) {
-        const double over = OpTimer(prof, q, pl).oversubscription();
+        const double over = OpTimer(prof, q, pl).oversubscribed;
         for (size_t s = 0; s < dur.size(); s++)
             for (size_t i = 0; i < dur[s].size(); i++)
                 if (stages[s].ops[i].lane != Lane::Disk) dur[s][i] /= over;  // the disk is no core's

@@ -47,12 +47,10 @@ inline PipelineBubble measure_bubble(Comm& pipe, PipelineSchedule kind, int m, c
     b.busy.resize(b.P), b.wall_spans.resize(b.P);
     for (int st = 0; st < b.P; st++)
         for (size_t k = 0; k < b.schedule[st].size(); k++) {
-            bool me = st == pipe.rank;
-            double busy = pipe.sum_scalar(me ? mine.busy[k] / n : 0.0);
-            double start = pipe.sum_scalar(me ? mine.start[k] / n : 0.0);
-            double end = pipe.sum_scalar(me ? mine.end[k] / n : 0.0);
-            b.busy[st].push_back(busy);
-            b.wall_spans[st].push_back({start, end});
+            // stage st's mean of slot k, everywhere (in this order on every rank: busy, start, end)
+            auto mean = [&](const std::vector<double>& v) { return pipe.sum_scalar(st == pipe.rank ? v[k] / n : 0.0); };
+            b.busy[st].push_back(mean(mine.busy));
+            b.wall_spans[st].push_back({mean(mine.start), mean(mine.end)});
         }
     b.timeline = pipeline_timeline(b.schedule, b.busy);
     b.measured = timeline_bubble(b.timeline);

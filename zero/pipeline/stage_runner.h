@@ -1,30 +1,26 @@
-// One pipeline stage's share of a step: its slots of the schedule
-// (zero/pipeline/schedule.h) in order, each micro-batch's activations in a
-// slot of their own (GPT2's activation slots, as many as the stage holds at
-// once), and the boundary tensors to and from the neighbouring stages by
-// point-to-point on the pipeline group.
+// One pipeline stage's share of a step (zero/README.md, "Pipeline stages"):
+// its slots of the schedule (zero/pipeline/schedule.h) in order, each
+// micro-batch's activations in an activation slot of GPT2's, and the boundary
+// tensors to and from the neighbouring stages by point-to-point on the
+// pipeline group.
 //
-// Between two slots a stage sends what the slot before produced (a forward's
-// output to stage s+1, a backward's input gradient to stage s-1) and receives
-// what the next slot needs (its input from s-1, its output's gradient from
-// s+1), all in one group. In 1F1B's steady state stage s sends micro-batch i
-// forward while stage s+1 sends micro-batch j back; grouped, each side's send
-// and receive are posted together, so neither waits for the other to receive
-// first (Megatron's send_forward_recv_backward, in one call).
+// Between two slots a stage sends what the slot before produced and receives
+// what the next slot needs, all in one group: in 1F1B's steady state stage s
+// sends micro-batch i forward while stage s+1 sends micro-batch j back, and
+// grouped, neither waits for the other to receive first (Megatron's
+// send_forward_recv_backward, in one call).
 //
-// Activation slots are used first in, first out: micro-batch i's
-// activations live in slot i % slots, from the receive of its input (or its
-// forward, on the first stage) to the end of its backward. That is right only
-// because a stage runs its backwards in the order of its forwards and holds at
-// most `slots` micro-batches at once (in_flight_peak, schedule.h): by the time
-// micro-batch i + slots needs the slot, micro-batch i's backward has ended.
-// The stage checks it as it goes (hold, let_go): a schedule or a slot count
-// that broke it would otherwise silently train on another micro-batch's
-// activations.
+// Activation slots are used first in, first out: micro-batch i's activations
+// live in slot i % slots, from the receive of its input (or its forward, on
+// the first stage) to the end of its backward. That is right only because a
+// stage runs its backwards in the order of its forwards and holds at most
+// `slots` micro-batches at once (in_flight_peak): by the time micro-batch
+// i + slots needs the slot, micro-batch i's backward has ended. The stage
+// checks it as it goes (hold, let_go): a schedule or a slot count that broke
+// it would otherwise silently train on another micro-batch's activations.
 //
-// Each slot's duration is recorded (the rank thread's CPU time on the CPU
-// build, the slot's span on the rank's stream on the GPU) with its wall-clock
-// start and end, for the bubble report (zero/pipeline/bubble.h).
+// Each slot's own time and its wall-clock start and end are recorded for the
+// bubble report (zero/pipeline/bubble.h, which says what the own time is).
 #pragma once
 
 #include <ctime>
@@ -52,10 +48,7 @@ class PipelineStage {
     PipelineStage(GPT2<T>& model_, Comm& pipe_, PipelineSchedule kind_, int micro_steps)
         : model(model_),
           pipe(pipe_),
-          kind(kind_),
           s(pipe_.rank),
-          P(pipe_.world),
-          m(micro_steps),
           slots(pipeline_schedule(kind_, pipe_.world, micro_steps)[pipe_.rank]) {
         CHECK(model.acts.slots >= in_flight_peak(slots), "internal: %d activation slots for %d micro-batches in flight",
               model.acts.slots, in_flight_peak(slots));
@@ -143,8 +136,7 @@ class PipelineStage {
 
     GPT2<T>& model;
     Comm& pipe;
-    const PipelineSchedule kind;
-    const int s, P, m;       // this stage, the stages, the micro-batches of a step
+    const int s;             // this stage
     const StageSlots slots;  // this stage's part of the schedule
     SlotTimes times;
     MemCounts live_after_forward, live_after_backward;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <set>
 #include <string>
 #include <vector>
@@ -31,20 +32,18 @@ struct HomeworkConfig {
     const char* name;
     const char* file;
 };
-inline std::vector<HomeworkConfig> homework_configs() {
-    return {{"stage 1", "stage1.json"},
-            {"stage 2", "stage2.json"},
-            {"stage 2 + offload", "stage2_offload.json"},
-            {"stage 3", "stage3.json"},
-            {"stage 3 + offload", "stage3_offload.json"},
-            {"stage 3 + fp16", "stage3_fp16.json"}};
-}
+static const HomeworkConfig HOMEWORK_CONFIGS[] = {{"stage 1", "stage1.json"},
+                                                  {"stage 2", "stage2.json"},
+                                                  {"stage 2 + offload", "stage2_offload.json"},
+                                                  {"stage 3", "stage3.json"},
+                                                  {"stage 3 + offload", "stage3_offload.json"},
+                                                  {"stage 3 + fp16", "stage3_fp16.json"}};
 
 struct HomeworkResult {
     std::string name, file, precision, why;
     bool ran = false;
-    double fwd = 0, bwd = 0, step = 0, peak = 0, host = 0;  // bytes, rank 0, the last step
-    double seconds20 = 0;                                     // the trainer's "20 steps take"
+    double live[3] = {}, peak = 0, host = 0;  // bytes, rank 0, the last step: live after forward, backward, step
+    double seconds20 = 0;                     // the trainer's "20 steps take"
 };
 
 // Why a DeepSpeed key that is accepted here changes nothing, for notes from a
@@ -53,24 +52,21 @@ struct KeyReason {
     const char* key;
     const char* why;
 };
-inline const std::vector<KeyReason>& homework_key_reasons() {
-    static const std::vector<KeyReason> reasons = {
-        {"reduce_scatter", "stages 1-3 always reduce-scatter gradients (stage 0 all-reduces them)"},
-        {"allgather_partitions", "updated parameter slices are always all-gathered from the partitions"},
-        {"allgather_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
-        {"reduce_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
-        {"overlap_comm", "collectives always run on their own stream beside compute on the GPU (in program order "
-                         "on the CPU build)"},
-        {"contiguous_gradients", "gradients always live in one flat buffer, slices contiguous by construction"},
-        {"sub_group_size", "the optimizer already steps one unit at a time, the unit being its sub-group"},
-    };
-    return reasons;
-}
+static const KeyReason HOMEWORK_KEY_REASONS[] = {
+    {"reduce_scatter", "stages 1-3 always reduce-scatter gradients (stage 0 all-reduces them)"},
+    {"allgather_partitions", "updated parameter slices are always all-gathered from the partitions"},
+    {"allgather_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
+    {"reduce_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
+    {"overlap_comm", "collectives always run on their own stream beside compute on the GPU (in program order "
+                     "on the CPU build)"},
+    {"contiguous_gradients", "gradients always live in one flat buffer, slices contiguous by construction"},
+    {"sub_group_size", "the optimizer already steps one unit at a time, the unit being its sub-group"},
+};
 
 // The DeepSpeed key a note names: one of ours above (with its section when the
 // note gives it), else the word after "DeepSpeed key "; "" if none.
 inline std::string note_key(const std::string& note) {
-    for (const KeyReason& r : homework_key_reasons()) {
+    for (const KeyReason& r : HOMEWORK_KEY_REASONS) {
         size_t at = note.find(r.key);
         if (at == std::string::npos) continue;
         const std::string section = "zero_optimization.";
@@ -93,7 +89,7 @@ inline std::string explain_note(const std::string& note) {
     if (open != std::string::npos && close != std::string::npos && close > open)
         why = note.substr(open + 1, close - open - 1);
     else
-        for (const KeyReason& r : homework_key_reasons())
+        for (const KeyReason& r : HOMEWORK_KEY_REASONS)
             if (key.size() >= strlen(r.key) && key.compare(key.size() - strlen(r.key), std::string::npos, r.key) == 0)
                 why = r.why;
     if (why.empty()) return "`" + key + "`: the trainer: \"" + note + "\"";
@@ -105,11 +101,10 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
                                                 const std::function<void(const std::string&)>& progress) {
     std::vector<HomeworkResult> results;
     std::set<std::string> seen;
-    int k = 0, total = (int)homework_configs().size();
+    int k = 0, total = (int)std::size(HOMEWORK_CONFIGS);
     HostClock clock;
-    for (const HomeworkConfig& c : homework_configs()) {
-        HomeworkResult h;
-        h.name = c.name, h.file = s.config_dir + "/" + c.file;
+    for (const HomeworkConfig& c : HOMEWORK_CONFIGS) {
+        HomeworkResult h{c.name, s.config_dir + "/" + c.file};
         std::string run_dir = dir + "/runs/homework_" + std::string(c.file).substr(0, strlen(c.file) - 5);
         run_logged("rm -rf '" + run_dir + "'", "/dev/null");
         char cmd[1024];
@@ -128,7 +123,7 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
             if (!on_a_key || !seen.insert(note).second) continue;
             notes.push_back(explain_note(note));
         }
-        char line[512];
+        std::string what = "homework: " + std::string(c.name);
         if (r.status == 0) {
             h.ran = true;
             std::string peak_line = line_with(r.output, "measured matmul peak");  // "... (fp32); ..."
@@ -143,17 +138,15 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
                 const std::string &ph = mem.text(i, "phase"), &arena = mem.text(i, "arena");
                 if (arena == "host" && ph == "step") h.host = mem.num(i, "live_total");
                 if (arena != "device") continue;
-                double live = mem.num(i, "live_total");
-                (ph == "forward" ? h.fwd : ph == "backward" ? h.bwd : h.step) = live;
+                h.live[ph == "forward" ? 0 : ph == "backward" ? 1 : 2] = mem.num(i, "live_total");
                 h.peak = mem.num(i, "peak");
             }
-            snprintf(line, sizeof(line), "[%d/%d] homework: %s (%s): %.1f s", ++k, total, c.name, h.precision.c_str(),
-                     r.seconds);
+            what += " (" + h.precision + "): " + fmt("%.1f s", r.seconds);
         } else {
             h.why = failure_reason(r);
-            snprintf(line, sizeof(line), "[%d/%d] homework: %s: failed (%s)", ++k, total, c.name, h.why.c_str());
+            what += ": failed (" + h.why + ")";
         }
-        progress(line + time_left(clock.seconds(), k, total));
+        progress(progress_line(++k, total, clock.seconds(), what));
         results.push_back(h);
     }
     return results;
@@ -177,22 +170,21 @@ inline void write_homework(const HomeworkSettings& s, const std::vector<Homework
     time.bars = {{"", {}, plot_color(4)}};
     std::vector<std::vector<std::string>> rows;
     for (const HomeworkResult& h : res) {
+        auto mib = [&](double bytes) { return h.ran ? bytes / MiB : NAN; };
         std::string cat = h.name;
         size_t plus = cat.find(" + ");
         if (plus != std::string::npos) cat.replace(plus, 1, "\n");
         mem.categories.push_back(cat);
         time.categories.push_back(cat);
-        mem.bars[0].values.push_back(h.ran ? h.fwd / MiB : NAN);
-        mem.bars[1].values.push_back(h.ran ? h.bwd / MiB : NAN);
-        mem.bars[2].values.push_back(h.ran ? h.step / MiB : NAN);
+        for (int k = 0; k < 3; k++) mem.bars[k].values.push_back(mib(h.live[k]));
         time.bars[0].values.push_back(h.ran ? h.seconds20 : NAN);
-        csv.row({h.name, h.file, h.ran ? h.precision : "", std::to_string(s.ranks), csv_num(h.ran ? h.fwd / MiB : NAN),
-                 csv_num(h.ran ? h.bwd / MiB : NAN), csv_num(h.ran ? h.step / MiB : NAN),
-                 csv_num(h.ran ? h.peak / MiB : NAN), csv_num(h.ran ? h.host / MiB : NAN),
+        csv.row({h.name, h.file, h.ran ? h.precision : "", std::to_string(s.ranks), csv_num(mib(h.live[0])),
+                 csv_num(mib(h.live[1])), csv_num(mib(h.live[2])), csv_num(mib(h.peak)), csv_num(mib(h.host)),
                  csv_num(h.ran ? h.seconds20 : NAN), h.ran ? "measured" : csv_field(h.why)});
         if (h.ran)
-            rows.push_back({h.name, "`" + h.file + "`", h.precision, fmt("%.1f", h.fwd / MiB), fmt("%.1f", h.bwd / MiB),
-                            fmt("%.1f", h.step / MiB), fmt("%.1f", h.peak / MiB), fmt("%.1f", h.host / MiB),
+            rows.push_back({h.name, "`" + h.file + "`", h.precision, fmt("%.1f", h.live[0] / MiB),
+                            fmt("%.1f", h.live[1] / MiB), fmt("%.1f", h.live[2] / MiB), fmt("%.1f", h.peak / MiB),
+                            fmt("%.1f", h.host / MiB),
                             fmt("%.2f s", h.seconds20)});
         else rows.push_back({h.name, "`" + h.file + "`", "failed: " + h.why, "", "", "", "", "", ""});
     }

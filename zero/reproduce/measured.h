@@ -77,8 +77,7 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
     HostClock clock;
     for (int z = 0; z <= 3; z++)
         for (int N : s.ranks) {
-            MeasuredPoint p;
-            p.stage = z, p.N = N;
+            MeasuredPoint p{z, N};
             ShardPlan plan(layout.unit_specs(), N, SHARD_ALIGN);
             double psi_p = (double)plan.full_numel;  // padded: what the collectives move
             p.formula = (z < 3 ? 2 : 3) * psi_p * (N - 1) / N * bytes;
@@ -99,18 +98,12 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
                      s.trainer.c_str(), s.model.c_str(), s.precision.c_str(), s.micro_batch, s.seq_len, N, z,
                      run_dir.c_str(), s.flags.c_str());
             CommandRun r = run_logged(cmd, run_dir + ".log");
-            char line[512];
-            if (r.status == 0) {
-                p.ran = true;
-                read_reports(run_dir, p);
-                snprintf(line, sizeof(line), "[%d/%d] memory and traffic: stage %d, %d rank(s): %.1f s", ++k, total, z,
-                         N, r.seconds);
-            } else {
-                p.why = failure_reason(r);
-                snprintf(line, sizeof(line), "[%d/%d] memory and traffic: stage %d, %d rank(s): not run (%s)", ++k,
-                         total, z, N, p.why.c_str());
-            }
-            progress(line + time_left(clock.seconds(), k, total));
+            p.ran = r.status == 0;
+            if (p.ran) read_reports(run_dir, p);
+            else p.why = failure_reason(r);
+            const std::string what = fmt("memory and traffic: stage %.0f, %.0f rank(s): ", z, N);
+            progress(progress_line(++k, total, clock.seconds(),
+                                   what + (p.ran ? fmt("%.1f s", r.seconds) : "not run (" + p.why + ")")));
             points.push_back(p);
         }
     return points;
@@ -235,14 +228,13 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
              "prediction alone. Numbers: `memory_vs_n.csv`.");
     std::vector<std::vector<std::string>> rows;
     for (const MeasuredPoint& p : pts) {
-        if (!p.ran) {
+        if (!p.ran)
             rows.push_back({std::to_string(p.stage), std::to_string(p.N), "not run: " + p.why, "", "", "", "", ""});
-            continue;
-        }
-        rows.push_back({std::to_string(p.stage), std::to_string(p.N), fmt("%.2f", p.measured[0] / MiB),
-                        fmt("%.2f", p.measured[1] / MiB), fmt("%.2f", p.measured[2] / MiB),
-                        fmt("%.2f", p.measured[3] / MiB), fmt("%.2f", p.paper / MiB),
-                        fmt("%.2f", p.sent_total / MiB)});
+        else
+            rows.push_back({std::to_string(p.stage), std::to_string(p.N), fmt("%.2f", p.measured[0] / MiB),
+                            fmt("%.2f", p.measured[1] / MiB), fmt("%.2f", p.measured[2] / MiB),
+                            fmt("%.2f", p.measured[3] / MiB), fmt("%.2f", p.paper / MiB),
+                            fmt("%.2f", p.sent_total / MiB)});
     }
     rep.table({"stage", "N", "after fwd MiB", "after bwd MiB", "after step MiB", "peak MiB", "paper MiB",
                "sent MiB/step"},

@@ -25,17 +25,14 @@ struct Table1Row {
     double gb[4] = {0, 0, 0, 0};  // stage 0 (baseline), 1 (Pos), 2 (Pos+g), 3 (Pos+g+p)
 };
 
-inline std::vector<double> table1_psis() { return {7.5e9, 128e9, 1e12}; }
 inline std::vector<int> paper_nds() { return {1, 4, 16, 64, 256, 1024}; }
 
 inline std::vector<Table1Row> table1_rows() {
     std::vector<Table1Row> rows;
-    for (double psi : table1_psis())
+    for (double psi : {7.5e9, 128e9, 1e12})
         for (int nd : paper_nds()) {
-            Table1Row r;
-            r.psi = psi, r.nd = nd;
-            for (int z = 0; z < 4; z++) r.gb[z] = model_state_bytes(psi, z, nd).total() / PAPER_GB;
-            rows.push_back(r);
+            rows.push_back({psi, nd});
+            for (int z = 0; z < 4; z++) rows.back().gb[z] = model_state_bytes(psi, z, nd).total() / PAPER_GB;
         }
     return rows;
 }

@@ -35,9 +35,8 @@ struct ClusterRun {
 };
 
 struct ClusterPoint {
-    double params = 0, device_gib = 0, tflops = 0, tokens_per_s = 0;  // tflops: per GPU, Megatron-LM's count
-    int batch = 0;                                                   // 0: does not fit
-    StepPrediction pred;
+    double params = 0, tflops = 0, tokens_per_s = 0;  // tflops: per GPU, Megatron-LM's count
+    int batch = 0;                                   // 0: does not fit
 };
 
 // The trainer's flags for a point (`train_gpt2_zero ... --predict PROFILE`
@@ -79,16 +78,15 @@ inline ClusterPoint cluster_point(const Profile& p, const ClusterRun& r) {
     }
     MemoryQuery q = cluster_query(r, std::max(c.batch, 1));
     c.params = (double)ParamLayout(q.cfg, 1).num_parameters();
-    c.device_gib = device_bytes(q) / 1073741824.0;
     if (c.batch == 0 || (r.batch > 0 && !fits_device(q, p))) {
         c.batch = 0;
         return c;
     }
     TrainOptions o = options_from_flags(cluster_flags(r, c.batch));
-    c.pred = predict_run(o, make_run_setup(o), p);  // from the trainer's own dry run
-    c.tokens_per_s = c.pred.tokens_per_s;
+    const StepPrediction pred = predict_run(o, make_run_setup(o), p);  // from the trainer's own dry run
+    c.tokens_per_s = pred.tokens_per_s;
     c.tflops = megatron_flops(q.cfg, c.batch, 1024, r.recompute == 2) * (r.gpus / r.tp) * r.micro_steps /
-               (c.pred.step_s * r.gpus) / 1e12;
+               (pred.step_s * r.gpus) / 1e12;
     return c;
 }
 
@@ -209,8 +207,7 @@ inline std::vector<StudySeries> figure2(const Profile& p, bool paper, Rows& rows
     StudySeries zero{"ZeRO (Pos+g, Pa, MP in the node)"}, base{"baseline (MP alone)"}, pz{"paper: ZeRO"},
         pb{"paper: baseline"};
     for (const Figure2Model& m : figure2_models()) {
-        ClusterRun z;
-        z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 2;
+        ClusterRun z{m.L, m.H, m.zero.heads};  // ZeRO: stage 2
         ClusterRun b = z;
         b.stage = 0, b.pa = false, b.NH = m.base.heads;
         if (paper) {

@@ -50,8 +50,7 @@ inline void write_pipeline_tokens(const std::string& path, int V, size_t n) {
 
 inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir, const std::string& tokens, int P, int m,
                               const std::string& schedule) {
-    BubbleRun b;
-    b.P = P, b.m = m, b.schedule = schedule;
+    BubbleRun b{P, m, schedule};
     b.dir = dir + "/runs/pipeline_" + schedule + "_p" + std::to_string(P) + "_m" + std::to_string(m);
     run_logged("rm -rf '" + b.dir + "'", "/dev/null");
     char cmd[1024];

@@ -2,10 +2,7 @@
 // homework, in one command (`make reproduce`). Writes OUT/report.md, one PNG per
 // figure and one CSV per figure or table, and prints a line per trainer run.
 //
-//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce]
-//                   [--parts paper,memory,homework,pipeline,check,throughput] [--profiles zero/perf/profiles]
-//                   [--model d12] [--memory_model MODEL] [--precision fp32] [-b 1] [-t 64] [--ranks 1,2,4,8]
-//                   [--homework_ranks 4] [--homework_steps 3] [--homework_t 64] [--trainer_flags "..."]
+//   build/reproduce --trainer ./train_gpt2_zero_cpu [--out out/reproduce] [...]: the flags with --help
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -13,6 +10,7 @@
 #include <vector>
 
 #include "zero/base/common.h"
+#include "zero/base/csv.h"
 #include "zero/base/plot.h"
 #include "zero/reproduce/homework.h"
 #include "zero/reproduce/measured.h"
@@ -39,15 +37,6 @@ static int parse_int(const std::string& flag, const std::string& v, int lo) {
     CHECK(!v.empty() && *end == '\0' && x >= lo && x <= 1 << 20, "%s wants an integer >= %d, got '%s'", flag.c_str(),
           lo, v.c_str());
     return (int)x;
-}
-
-static std::vector<std::string> split_commas(const std::string& list) {
-    std::vector<std::string> items;
-    for (size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
-        comma = list.find(',', start);
-        items.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    }
-    return items;
 }
 
 static Args parse_args(int argc, char** argv) {
@@ -82,10 +71,10 @@ static Args parse_args(int argc, char** argv) {
         else if (f == "--trainer_flags") a.measure.flags = a.homework.flags = a.check.flags = v;
         else if (f == "--ranks") {
             a.measure.ranks.clear();
-            for (const std::string& one : split_commas(v)) a.measure.ranks.push_back(parse_int(f, one, 1));
+            for (const std::string& one : split_csv_line(v)) a.measure.ranks.push_back(parse_int(f, one, 1));
         } else fail("unknown flag %s (see --help)", f.c_str());
     }
-    std::vector<std::string> parts = split_commas(a.parts);
+    std::vector<std::string> parts = split_csv_line(a.parts);
     if (parts.back().empty()) parts.pop_back();  // "" and a trailing comma name no part
     for (const std::string& p : parts)
         CHECK(p == "paper" || p == "memory" || p == "homework" || p == "pipeline" || p == "check" || p == "throughput",

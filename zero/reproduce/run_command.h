@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include "zero/base/common.h"
+#include "zero/reproduce/report.h"
 
 struct CommandRun {
     int status = -1;      // exit status; -1 if it did not exit normally
@@ -33,14 +34,12 @@ inline CommandRun run_logged(const std::string& command, const std::string& log_
     return r;
 }
 
-// "; about 3 min left" once `done` of `total` runs took `elapsed` seconds, if any are left.
-inline std::string time_left(double elapsed, int done, int total) {
-    if (done <= 0 || done >= total) return "";
-    double left = elapsed / done * (total - done);
-    char buf[64];
-    if (left < 90) snprintf(buf, sizeof(buf), "; about %.0f s left", left);
-    else snprintf(buf, sizeof(buf), "; about %.0f min left", left / 60);
-    return buf;
+// "[3/8] WHAT; about 3 min left": the progress line once `done` of `total` runs took `elapsed` seconds.
+inline std::string progress_line(int done, int total, double elapsed, const std::string& what) {
+    const std::string line = fmt("[%.0f/%.0f] ", done, total) + what;
+    const double left = elapsed / done * (total - done);
+    if (done >= total) return line;
+    return line + (left < 90 ? fmt("; about %.0f s left", left) : fmt("; about %.0f min left", left / 60));
 }
 
 // The first line of `text` that contains `needle`, without its newline ("" if none).

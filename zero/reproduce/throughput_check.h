@@ -120,8 +120,7 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
     int k = 0, total = (int)s.runs.size();
     Profile all;  // every run's measurements: the profile the check leaves behind
     for (const std::string& flags : s.runs) {
-        CheckPoint p;
-        p.flags = flags;
+        CheckPoint p{flags};
         // each run its own profile, timed afresh: one disturbed measurement spoils one run, not every run after
         std::string run_flags = flags;  // "{scratch}": a directory of the check's (NVMe offload's files)
         if (size_t at = run_flags.find("{scratch}"); at != std::string::npos) {
@@ -148,10 +147,9 @@ inline std::vector<CheckPoint> check_throughput(const CheckSettings& s, const st
             p.predicted = predicted_seconds(pred.output), p.measured = measured_seconds(run.output, 2);
         }
         pts.push_back(p);
-        char line[512];
-        snprintf(line, sizeof(line), "[%d/%d] throughput check: %s: predicted %.4f s, measured %.4f s (%+.1f%%)", ++k,
-                 total, flags.c_str(), p.predicted, p.measured, 100 * p.error());
-        progress(line + time_left(clock.seconds(), k, total));
+        progress(progress_line(++k, total, clock.seconds(),
+                               "throughput check: " + flags + fmt(": predicted %.4f s, measured %.4f s (%+.1f%%)",
+                                                                  p.predicted, p.measured, 100 * p.error())));
     }
     return pts;
 }
