@@ -66,9 +66,7 @@ inline std::string flops_text(double flops) {
     const char* units[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
     int u = 0;
     while (u < 5 && flops >= 1000.0) flops /= 1000.0, ++u;
-    char buf[32];
-    snprintf(buf, sizeof(buf), "%.1f %s", flops, units[u]);
-    return buf;
+    return strf("%.1f %s", flops, units[u]);
 }
 
 // ---------------------------------------------------------------------------

@@ -168,19 +168,14 @@ inline Profile load_profile(const std::string& path) {
 inline void save_profile(const Profile& p, const std::string& path) {
     size_t slash = path.rfind('/');
     if (slash != std::string::npos && slash > 0) make_dir(path.substr(0, slash));
-    char line[512];
-    snprintf(line, sizeof(line),
-             "{\n  \"name\": \"%s\",\n  \"about\": \"%s\",\n  \"measured\": true,\n  \"synchronous\": %s,\n"
+    std::string text =
+        strf("{\n  \"name\": \"%s\",\n  \"about\": \"%s\",\n  \"measured\": true,\n  \"synchronous\": %s,\n"
              "  \"device\": {\"name\": \"%s\", \"dtype\": \"%s\", \"cores\": %d, \"peak_tflops\": %.6g, "
              "\"memory_gbs\": %.6g, \"memory_gib\": %.6g},\n",
              p.name.c_str(), p.about.c_str(), p.synchronous ? "true" : "false", p.device.c_str(), p.dtype.c_str(),
              p.cores, p.peak_tflops, p.hbm_gbs, p.memory_gib);
-    std::string text = line;
-    if (p.disk_read_gbs > 0) {
-        snprintf(line, sizeof(line), "  \"disk\": {\"read_gbs\": %.6g, \"write_gbs\": %.6g},\n", p.disk_read_gbs,
-                 p.disk_write_gbs);
-        text += line;
-    }
+    if (p.disk_read_gbs > 0)
+        text += strf("  \"disk\": {\"read_gbs\": %.6g, \"write_gbs\": %.6g},\n", p.disk_read_gbs, p.disk_write_gbs);
     const char* names[2] = {"kernels", "collectives"};
     const std::map<std::string, std::map<std::string, double>>* tables[2] = {&p.kernels, &p.collectives};
     for (int t = 0; t < 2; t++) {
@@ -189,16 +184,11 @@ inline void save_profile(const Profile& p, const std::string& path) {
         for (const auto& ctx : *tables[t]) {
             text += std::string(first_ctx ? "" : ",") + "\n    \"" + ctx.first + "\": {";
             bool first = true;
-            for (const auto& e : ctx.second) {
-                snprintf(line, sizeof(line), "%s\n      \"%s\": %.6e", first ? "" : ",", e.first.c_str(), e.second);
-                text += line, first = false;
-            }
+            for (const auto& e : ctx.second)
+                text += strf("%s\n      \"%s\": %.6e", first ? "" : ",", e.first.c_str(), e.second), first = false;
             text += "\n    }", first_ctx = false;
         }
         text += std::string("\n  }") + (t == 0 ? "," : "") + "\n";
     }
-    text += "}\n";
-    AtomicFile f(path);
-    f.write(text.data(), text.size());
-    f.commit();
+    write_file_atomically(path, text + "}\n");
 }

@@ -48,9 +48,7 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
             about.c_str(), step_s);
     bool first = true;
     auto event = [&](const char* format, auto... v) {  // one event, after a comma but the first
-        char buf[512];
-        snprintf(buf, sizeof(buf), format, v...);
-        fprintf(f, "%s%s", first ? "" : ",\n", buf), first = false;
+        fprintf(f, "%s%s", first ? "" : ",\n", strf(format, v...).c_str()), first = false;
     };
     std::map<std::pair<int, int>, int> rank_at;  // (stage, line) -> index in ranks
     for (size_t k = 0; k < ranks.size(); k++) rank_at[{ranks[k].stage, ranks[k].line}] = (int)k;

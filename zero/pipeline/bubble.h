@@ -78,17 +78,13 @@ inline void print_bubble_line(const PipelineBubble& b, int ranks_per_process, in
 // Rows stage,slot,micro,pass,busy_ms,start_ms,end_ms,wall_start_ms,wall_end_ms: the
 // slots laid out as on P devices (start, end) and as they ran here (wall_*).
 inline void write_bubble_csv(const std::string& path, const PipelineBubble& b) {
-    AtomicFile f(path);
     std::string text = "stage,slot,micro,pass,busy_ms,start_ms,end_ms,wall_start_ms,wall_end_ms\n";
-    char line[256];
     for (int st = 0; st < b.P; st++)
         for (size_t k = 0; k < b.schedule[st].size(); k++) {
             const PipeSlot& x = b.schedule[st][k];
-            snprintf(line, sizeof(line), "%d,%zu,%d,%s,%.6f,%.6f,%.6f,%.6f,%.6f\n", st, k, x.micro,
-                     x.backward ? "backward" : "forward", b.busy[st][k], b.timeline[st][k].start,
-                     b.timeline[st][k].end, b.wall_spans[st][k].start, b.wall_spans[st][k].end);
-            text += line;
+            text += strf("%d,%zu,%d,%s,%.6f,%.6f,%.6f,%.6f,%.6f\n", st, k, x.micro, x.backward ? "backward" : "forward",
+                         b.busy[st][k], b.timeline[st][k].start, b.timeline[st][k].end, b.wall_spans[st][k].start,
+                         b.wall_spans[st][k].end);
         }
-    f.write(text.data(), text.size());
-    f.commit();
+    write_file_atomically(path, text);
 }

@@ -117,27 +117,22 @@ inline double timeline_bubble(const std::vector<std::vector<SlotSpan>>& span) {
 inline std::string pipeline_schedule_text(PipelineSchedule kind, int P, int m) {
     std::vector<StageSlots> sched = pipeline_schedule(kind, P, m);
     auto name = [](const PipeSlot& x) { return std::string(x.backward ? "B" : "F") + std::to_string(x.micro); };
-    char line[256];
-    snprintf(line, sizeof(line),
-             "%s schedule, %d stage(s), %d micro-batch(es): F = forward, B = backward of a micro-batch\n",
-             pipeline_schedule_name(kind), P, m);
-    std::string out = line;
+    std::string out = strf("%s schedule, %d stage(s), %d micro-batch(es): F = forward, B = backward of a micro-batch\n",
+                           pipeline_schedule_name(kind), P, m);
     size_t width = 2;
     for (const StageSlots& st : sched)
         for (const PipeSlot& x : st) width = std::max(width, name(x).size());
     for (int s = 0; s < P; s++) {
-        snprintf(line, sizeof(line), "stage %d (%d warm-up, at most %d in flight):", s, warmup_forwards(kind, P, s, m),
-                 in_flight_peak(sched[s]));
-        out += line;
+        out += strf("stage %d (%d warm-up, at most %d in flight):", s, warmup_forwards(kind, P, s, m),
+                    in_flight_peak(sched[s]));
         for (const PipeSlot& x : sched[s]) out += " " + name(x);
         out += "\n";
     }
     std::vector<std::vector<double>> unit(P);
     for (int s = 0; s < P; s++) unit[s].assign(sched[s].size(), 1.0);
     std::vector<std::vector<SlotSpan>> span = pipeline_timeline(sched, unit);
-    snprintf(line, sizeof(line), "timeline, one column per slot: bubble %.3f = (P-1)/(m+P-1) = %.3f\n",
-             timeline_bubble(span), pipeline_bubble_formula(P, m));
-    out += line;
+    out += strf("timeline, one column per slot: bubble %.3f = (P-1)/(m+P-1) = %.3f\n", timeline_bubble(span),
+                pipeline_bubble_formula(P, m));
     double makespan = 0;
     for (const auto& st : span) makespan = std::max(makespan, st.back().end);
     for (int s = 0; s < P; s++) {
@@ -148,8 +143,7 @@ inline std::string pipeline_schedule_text(PipelineSchedule kind, int P, int m) {
             size_t at = (size_t)span[s][k].start * (width + 1);
             row.replace(at, width, std::string(width - n.size(), ' ') + n);
         }
-        snprintf(line, sizeof(line), "stage %d |", s);
-        out += line + row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
+        out += strf("stage %d |", s) + row.substr(0, row.find_last_not_of(' ') + 1) + "\n";
     }
     return out;
 }

@@ -36,7 +36,5 @@ struct Report {
 // printf's format of numbers, every one passed as a double (a count too: "%.0f").
 template <typename... Numbers>
 std::string fmt(const char* format, Numbers... v) {
-    char buf[512];
-    snprintf(buf, sizeof(buf), format, (double)v...);
-    return buf;
+    return strf(format, (double)v...);
 }
