@@ -107,19 +107,6 @@ void time_captured(const TrainOptions& o, const RunSetup& run, Comm& world, int 
     }
 }
 
-// One rank's part (every rank of the emulated world calls it together): its
-// steps captured (zero/run/dry_run.h), then, while it still holds its
-// buffers, the steady-state step's operations timed.
-template <typename T>
-void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table) {
-    using namespace calibrate_detail;
-    set_threads(run.cpu_threads_per_rank());
-    OpRecorder rec(Recording::Capture);
-    record_rank<T>(o, run, world, rec, [&](Rank<T>& r, int step) {
-        if (step == 1) time_captured(o, run, world, at_once, table, rec, r);
-    });
-}
-
 // The whole calibration: the emulated ranks, then the collectives, merged into FILE.
 template <typename T>
 void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* dtype, std::FILE* log) {
@@ -148,7 +135,13 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
     run_emulated_ranks(run.world, [&](int rank, EmulatedWorld& w) {
         KernelCtx comm_ctx;
         EmulatedComm comm(w, rank, comm_ctx);
-        calibrate_rank<T>(o, run, comm, at_once, table);
+        set_threads(run.cpu_threads_per_rank());
+        // its steps captured (zero/run/dry_run.h), then, while it still holds its buffers, its
+        // steady-state step's operations timed
+        OpRecorder rec(Recording::Capture);
+        record_rank<T>(o, run, comm, rec, [&](Rank<T>& r, int step) {
+            if (step == 1) time_captured(o, run, comm, at_once, table, rec, r);
+        });
     }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
     std::map<std::string, double>& kernels = p.kernels["r" + std::to_string(at_once)];
     int timed = 0;

@@ -74,17 +74,11 @@ struct RunSetup {
         return q;
     }
     ZeroConfig zero_config(const TrainOptions& o) const {
-        ZeroConfig z;
-        z.stage = o.zero_stage;
-        z.micro_steps = micro_steps;
-        z.offload.states = nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device;
-        z.offload.disk = disk, z.offload.disk_fraction = nvme_fraction, z.offload.disk_tile_numel = nvme_tile_numel;
-        z.offload.params = offload_param ? ParamHome::Host : ParamHome::Device;
-        z.offload.sums = offload_grad_accum_device ? GradSums::Device : GradSums::Host;
-        z.offload.delay_steps = offload_delay_steps;
-        z.seed = o.seed;
-        z.cpu_threads = cpu_threads_per_rank();
-        return z;
+        const OffloadPolicy offload{nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device,
+                                    disk, nvme_fraction, nvme_tile_numel,
+                                    offload_param ? ParamHome::Host : ParamHome::Device,
+                                    offload_grad_accum_device ? GradSums::Device : GradSums::Host, offload_delay_steps};
+        return {o.zero_stage, micro_steps, offload, o.seed, cpu_threads_per_rank()};
     }
     // the threads of this process, shared by the ranks it runs
     int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
