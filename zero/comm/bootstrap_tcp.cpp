@@ -1,8 +1,5 @@
 // The rendezvous over TCP (zero/comm/bootstrap.h describes the protocol): the
-// record and the reply on the wire, sockets with deadlines, rank 0's server
-// (serve: gather the records, validate, run the callback, answer every rank)
-// and the other ranks' client (join: connect with retries, send the record,
-// await the reply).
+// wire's record and reply, sockets with deadlines, rank 0's serve() and the others' join().
 #include "zero/comm/bootstrap.h"
 
 #include <algorithm>

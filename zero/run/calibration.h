@@ -1,18 +1,15 @@
 // `--calibrate FILE`: this run's operations timed where the trainer launches
-// them, into the measured profile FILE (zero/perf/profile.h), which --predict
-// then reads. The run's emulated ranks build themselves as for training and
-// take their steps with a capturing recorder (zero/base/ops.h,
-// zero/run/dry_run.h): every kernel, copy and piece of host work runs and
-// keeps a closure that runs it again. Each distinct operation of the
-// steady-state step is then run again alone, by as many ranks at
-// once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
-// its own, the others waiting), in batches (zero/perf/calibrate.h); the
+// them, into the measured profile FILE (zero/perf/profile.h) that --predict
+// reads (zero/README.md, "The step-time model"). The closures of a captured
+// step (zero/base/ops.h, zero/run/dry_run.h) run each distinct operation of the
+// steady-state step again alone, by min(ranks, the CPU's cores or 8 on a GPU)
+// ranks at once, each its own, in batches (zero/perf/calibrate.h); the
 // collectives are timed in an emulated world of the run's size and groups.
 // With NVMe offload the disk's read and write rates are measured on
 // --nvme_path with the run's request size and as many requests at once as its
 // ranks' I/O threads keep in flight (its reads and writes are not replayed).
-// Nothing here looks at a step's time. Shapes already in FILE are not timed again, so one file can
-// gather many runs' shapes.
+// Nothing here looks at a step's time. Shapes already in FILE are not timed
+// again, so one file can gather many runs' shapes.
 #pragma once
 
 #include <map>

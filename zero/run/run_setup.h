@@ -252,8 +252,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_optimizer %s)", o.offload_optimizer.c_str());
     r.nvme_fraction = o.nvme_fraction;
     r.nvme_tile_numel = (size_t)o.nvme_tile_kib * 1024 / sizeof(float);
-    r.disk.dir = o.nvme_path, r.disk.buffers = o.nvme_buffers, r.disk.threads = o.nvme_threads;
-    r.disk.block_bytes = (size_t)o.nvme_block_kib << 10, r.disk.queue_depth = o.nvme_queue_depth;
+    r.disk = {o.nvme_path, o.nvme_buffers, (size_t)o.nvme_block_kib << 10, o.nvme_queue_depth, o.nvme_threads};
     CHECK(o.offload_grad_accum == "host" || o.offload_grad_accum == "device",
           "--offload_grad_accum must be host or device (got '%s')", o.offload_grad_accum.c_str());
     r.offload_grad_accum_device = o.offload_grad_accum == "device";
