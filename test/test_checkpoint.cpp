@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <string>
 
+#include "test/optim_file_util.h"
 #include "test/trainer_run.h"
 
 // the value element i of unit u has in array a, in a recognisable pattern

@@ -153,7 +153,7 @@ void write_folder(const std::string& dir, const GPT2Config& cfg, const std::stri
             std::vector<uint16_t> v(n);
             for (size_t i = 0; i < n; ++i)
                 v[i] = dtype == "BF16" ? bf16_from_float(value(i)).bits : float_to_half_bits(value(i));
-            w.add_u16(name, dtype, shape, v);
+            w.add(name, dtype, shape, v.data(), v.size(), 2);
         }
     };
     for (int u = 0; u < layout.num_units(); ++u)
@@ -264,7 +264,7 @@ void test_bad_files() {
                 for (int64_t d : bad_shape) n *= (size_t)d;
                 w.add_f32(t.name, bad_shape, std::vector<float>(n));
             } else if (t.name == skip) {
-                w.add_u16(t.name, dtype, t.shape, std::vector<uint16_t>(t.numel()));
+                w.add(t.name, dtype, t.shape, std::vector<uint16_t>(t.numel()).data(), t.numel(), 2);
             } else {
                 w.add_f32(t.name, t.shape, src.read_f32(t.name, t.shape));
             }

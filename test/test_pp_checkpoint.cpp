@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <string>
 
+#include "test/optim_file_util.h"
 #include "test/trainer_run.h"
 
 static float pattern(int g, size_t i, int a) { return (float)(g * 1000000 + (int)i) + 0.25f * a; }

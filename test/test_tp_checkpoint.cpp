@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <string>
 
+#include "test/optim_file_util.h"
 #include "test/trainer_run.h"
 #include "zero/layout/checkpoint_reslice.h"
 

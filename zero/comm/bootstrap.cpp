@@ -1,9 +1,5 @@
-// The rendezvous of zero/comm/bootstrap.h, the part both transports share:
-// the helpers of zero/comm/bootstrap_detail.h (deadlines, the wire's integers
-// and strings, messages, running the payload callback), the records' checks
-// (bootstrap_validate), the options from the environment, and rendezvous(),
-// which picks the transport: TCP (bootstrap_tcp.cpp) or a shared file
-// (bootstrap_file.cpp).
+// The rendezvous of zero/comm/bootstrap.h, the part both transports share: the
+// helpers of zero/comm/bootstrap_detail.h, the checks, the options, rendezvous().
 #include "zero/comm/bootstrap.h"
 
 #include <algorithm>
@@ -52,7 +48,6 @@ std::string lower(std::string s) {
     return s;
 }
 
-// "2, 3, 7" (at most `limit` numbers, then "and N more")
 std::string rank_list(const std::vector<int>& ranks, size_t limit) {
     std::string s;
     for (size_t i = 0; i < ranks.size() && i < limit; i++) s += (i ? ", " : "") + std::to_string(ranks[i]);

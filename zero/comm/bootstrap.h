@@ -3,12 +3,6 @@
 // and rank 0 can check that the job makes sense. Host-only, POSIX sockets, no
 // CUDA, no MPI.
 //
-// API
-//
-//   BootstrapOptions opts = bootstrap_options_from_env();
-//   std::vector<uint8_t> payload =
-//       rendezvous(launch, mine, [](const std::vector<BootstrapRecord>& all) { return make_id(all); }, opts);
-//
 // Every rank calls rendezvous() once with its own BootstrapRecord (rank, world
 // size, hostname, GPU PCI bus id). On rank 0 the callback runs once, with every
 // rank's record sorted by rank, and what it returns is handed to every rank --

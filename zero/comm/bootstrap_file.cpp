@@ -1,6 +1,5 @@
 // The rendezvous through a shared file (ZERO_NCCL_ID_FILE; zero/comm/bootstrap.h
-// describes the protocol): rank 0 writes the payload to a temporary file and
-// renames it into place, the other ranks poll for it and skip another job's.
+// describes the protocol): rank 0's file_publish() and the others' file_wait().
 #include "zero/comm/bootstrap.h"
 
 #include <cerrno>

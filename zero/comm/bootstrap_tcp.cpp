@@ -1,8 +1,5 @@
 // The rendezvous over TCP (zero/comm/bootstrap.h describes the protocol): the
-// record and the reply on the wire, sockets with deadlines, rank 0's server
-// (serve: gather the records, validate, run the callback, answer every rank)
-// and the other ranks' client (join: connect with retries, send the record,
-// await the reply).
+// wire's record and reply, sockets with deadlines, rank 0's serve() and the others' join().
 #include "zero/comm/bootstrap.h"
 
 #include <algorithm>
@@ -107,12 +104,6 @@ bool transfer_all(int fd, bool sending, uint8_t* p, size_t n, Clock::time_point 
         }
     }
     return true;
-}
-bool send_all(int fd, const void* data, size_t n, Clock::time_point deadline, std::string& err) {
-    return transfer_all(fd, true, (uint8_t*)data, n, deadline, err);
-}
-bool recv_all(int fd, void* data, size_t n, Clock::time_point deadline, std::string& err) {
-    return transfer_all(fd, false, (uint8_t*)data, n, deadline, err);
 }
 
 std::vector<uint8_t> encode_reply(bool ok, const void* data, size_t n) {
@@ -254,7 +245,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
                                     (job.empty() ? "no job id" : job) + "): give each job its own MASTER_PORT";
                     std::vector<uint8_t> r = encode_reply(false, m.data(), m.size());
                     std::string ignored;
-                    send_all(c.fd.fd, r.data(), r.size(), after_seconds(1.0), ignored);
+                    transfer_all(c.fd.fd, true, r.data(), r.size(), after_seconds(1.0), ignored);
                     drop = true;
                 } else {
                     check_arrival(c.rec);
@@ -298,7 +289,7 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
     const auto send_deadline = after_seconds(30.0);
     for (Conn& c : arrived) {
         std::string err;
-        bool sent = send_all(c.fd.fd, reply.data(), reply.size(), send_deadline, err);
+        bool sent = transfer_all(c.fd.fd, true, reply.data(), reply.size(), send_deadline, err);
         if (sent) shutdown(c.fd.fd, SHUT_WR);
         // a good reply must reach every rank, or the others would wait in NCCL for
         // a rank that is gone; after an error reply we fail anyway
@@ -355,11 +346,11 @@ std::vector<uint8_t> join(const BootstrapRecord& mine, const BootstrapOptions& o
 
     std::vector<uint8_t> rec = encode_record(mine, o.job_tag);
     std::string err;
-    CHECK(send_all(s.fd, rec.data(), rec.size(), after_seconds(o.timeout_s), err),
+    CHECK(transfer_all(s.fd, true, rec.data(), rec.size(), after_seconds(o.timeout_s), err),
           "rank %d could not send its record to rank 0 at %s: %s", mine.rank, endpoint(o).c_str(), err.c_str());
     // rank 0 answers by its own deadline, which began before we could connect
     uint8_t header[REPLY_HEADER_BYTES];
-    if (!recv_all(s.fd, header, sizeof(header), after_seconds(o.timeout_s + 30.0), err))
+    if (!transfer_all(s.fd, false, header, sizeof(header), after_seconds(o.timeout_s + 30.0), err))
         fail("rank %d got no rendezvous reply from rank 0 at %s (%s): rank 0 has probably failed; see its error",
              mine.rank, endpoint(o).c_str(), err.c_str());
     CHECK(memcmp(header, REPLY_MAGIC, 8) == 0,
@@ -369,7 +360,7 @@ std::vector<uint8_t> join(const BootstrapRecord& mine, const BootstrapOptions& o
     CHECK(status <= 1 && len <= MAX_REPLY_BYTES, "rank %d: malformed rendezvous reply from %s", mine.rank,
           endpoint(o).c_str());
     std::vector<uint8_t> body(len);
-    if (len && !recv_all(s.fd, body.data(), len, after_seconds(30.0), err))
+    if (len && !transfer_all(s.fd, false, body.data(), len, after_seconds(30.0), err))
         fail("rank %d: the rendezvous reply from rank 0 at %s was cut off (%s)", mine.rank, endpoint(o).c_str(),
              err.c_str());
     if (status != 0) fail("%.*s", (int)body.size(), (const char*)body.data());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -37,13 +38,9 @@ struct CommStats {
         for (int op = 0; op < NUM_COMM_OPS; op++) sent[op] += o.sent[op], recv[op] += o.recv[op], calls[op] += o.calls[op];
     }
     // the bulk traffic: everything but the scalar reductions of losses and norms
-    uint64_t bulk_sent() const { return total(sent) - sent[(int)CommOp::Scalar]; }
-    uint64_t bulk_recv() const { return total(recv) - recv[(int)CommOp::Scalar]; }
-    static uint64_t total(const uint64_t* a) {
-        uint64_t t = 0;
-        for (int i = 0; i < NUM_COMM_OPS; i++) t += a[i];
-        return t;
-    }
+    uint64_t bulk_sent() const { return std::accumulate(sent, sent + NUM_COMM_OPS, uint64_t{0}) - sent[SCALAR]; }
+    uint64_t bulk_recv() const { return std::accumulate(recv, recv + NUM_COMM_OPS, uint64_t{0}) - recv[SCALAR]; }
+    static constexpr int SCALAR = (int)CommOp::Scalar;
 };
 
 class Comm {

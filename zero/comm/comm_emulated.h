@@ -4,15 +4,10 @@
 // into my own), barrier. Sums run over ranks in rank order, so results are
 // deterministic and the same on every rank.
 //
-// On the GPU the reads are kernels on each rank's stream; before reading, a rank's
-// stream waits on events recorded by every peer at entry (their data is ready),
-// and before returning on events recorded after every peer's reads (nobody
-// overwrites a buffer a peer is still reading). Hosts only meet at barriers; no
-// stream is synchronised.
-//
-// Bytes are counted by Comm as a ring moves them (zero/comm/comm.h); the reads
-// here are exactly those: a rank receives what it reads from peers and sends
-// what peers read from it.
+// On the GPU the reads are kernels on each rank's stream, ordered by the peers'
+// events (zero/README.md, "Streams and events"): hosts only meet at barriers; no
+// stream is synchronised. A rank reads from its peers exactly the bytes Comm
+// counts (zero/comm/comm.h).
 //
 // Point-to-point (pipeline stages) is a rendezvous, as in NCCL: a send posts
 // its buffer, the receiver copies from it, and the send is complete once that
@@ -59,12 +54,11 @@ class ThreadBarrier {
         }
         if (cv.wait_for(lock, std::chrono::duration<double>(timeout), released)) return;
         std::string missing;
-        int n_missing = 0;
         for (int k = 0; k < count; k++)
-            if (arrivals[k] != gen + 1) missing += (n_missing++ ? ", " : "") + std::to_string(k);
+            if (arrivals[k] != gen + 1) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
         fail("rank %d waited %.0f s in %s for rank(s) %s, which never arrived (stuck, or in another collective); "
              "--timeout sets the limit",
-             rank, timeout, what, n_missing ? missing.c_str() : "(unknown)");
+             rank, timeout, what, missing.empty() ? "(unknown)" : missing.c_str());
     }
     double timeout_s() const { return timeout; }
 

@@ -8,28 +8,16 @@
 //         MANIFEST                 the run's identity and every file's size and checksum
 //                                  (zero/engine/checkpoint_manifest.h)
 //
-// The ranks write it as checkpoint_<s>.tmp/; rank 0 writes the MANIFEST once
-// every other file is complete and then renames the directory into place as a
-// whole. So a checkpoint_<s>/ never mixes the files of two saves or two runs, a
-// killed save leaves only a .tmp directory that resume ignores, and resaving a
-// step replaces its directory in one rename. Resume verifies the newest
-// checkpoint against its manifest before loading a byte, and falls back to the
-// next older one with a line saying why when anything does not match (the
-// names, verification and publication are zero/engine/checkpoint_dir.h's).
-//
-// Rank r = dp*t + tp of a t x d grid (t = 1 without tensor parallelism) holds
-// in its optimizer file, unit by unit, slice dp of its t-local unit under the
-// d-rank plan of its data group, whatever its stage (a stage-0 rank writes the
-// slice of its full copy), so a checkpoint is the same set of bytes at every
-// stage. Loading re-slices through the full tensors
-// (zero/layout/checkpoint_reslice.h): each element the new rank needs is read
-// from the old file that held it, so a run can resume at another t, d or stage.
-// Sequence parallelism (--sp) holds no state of its own: it is not recorded.
-// With pipeline stages, rank r = (s*d + dp)*t + tp holds its stage's units
-// only (the last stage's copy of the embeddings too, never read back: the
-// first stage's is the one); the MANIFEST records each stage's layers, and a
-// resuming rank reads each unit from the stage that held it, so a run can
-// resume at another number of stages too.
+// Written whole or not at all and verified before a resume loads a byte
+// (zero/README.md, "Checkpoints"; the names, verification and publication are
+// zero/engine/checkpoint_dir.h's). Rank r = (s*d + dp)*t + tp (pipeline stage
+// s, data rank dp, tensor rank tp of a t x d grid) holds in its optimizer file,
+// unit by unit, slice dp of its t-local unit under the d-rank plan of its data
+// group, whatever its ZeRO stage; loading re-slices through the full tensors
+// (zero/layout/checkpoint_reslice.h), so a run resumes on any grid, number of
+// pipeline stages or ZeRO stage. Sequence parallelism holds no state of its
+// own and is not recorded; a pipeline's last stage also writes its copy of the
+// embeddings, never read back (the first stage's is the one).
 #pragma once
 
 #include <algorithm>
@@ -141,14 +129,6 @@ void write_optim_file_from(const std::string& dir, const CkptHeader& h, const Sh
         }
     f.commit();
 }
-// The same from host copies of the three arrays.
-inline void write_optim_file(const std::string& dir, const CkptHeader& h, const ShardPlan& plan, int stage,
-                             const float* const arrays[3]) {
-    write_optim_file_from(dir, h, plan, stage, [&](int a, size_t i, size_t n, float* dst) {
-        std::copy(arrays[a] + i, arrays[a] + i + n, dst);
-    });
-}
-
 // Gives the master/m/v (for `plan` and `stage`) of data rank `dp` and tensor
 // rank `tp` of the grid of `layout` (its t and pipeline stage) from a
 // checkpoint written by a grid of `old_world` ranks, `old_tp` per tensor group,
@@ -214,14 +194,6 @@ void read_optim_files_to(const std::string& dir, const ParamLayout& layout, int 
     }
     for (FILE* f : files) fclose(f);
 }
-// The same into host arrays (zero where no real element lands).
-inline void read_optim_files(const std::string& dir, const ParamLayout& layout, int old_world, int old_tp,
-                             const PipelinePlan& old_pipeline, const ShardPlan& plan, int stage, int dp, int tp,
-                             float* const arrays[3]) {
-    read_optim_files_to(dir, layout, old_world, old_tp, old_pipeline, plan, stage, dp, tp,
-                        [&](int a, size_t i, size_t n, const float* src) { std::copy(src, src + n, arrays[a] + i); });
-}
-
 // A checkpoint's MANIFEST; fails naming the directory if it is absent or bad.
 inline CheckpointManifest checkpoint_manifest(const std::string& dir) {
     CheckpointManifest manifest;
@@ -236,13 +208,15 @@ inline std::string consolidate_checkpoint(const std::string& dir) {
     CkptHeader h = read_checkpoint_header(dir);
     ParamLayout layout(header_config(h));  // the full model: t = 1
     ShardPlan whole(layout.unit_specs(), 1, SHARD_ALIGN);
-    std::vector<float> w(whole.full_numel), m(whole.full_numel), v(whole.full_numel);
-    float* arrays[3] = {w.data(), m.data(), v.data()};
+    std::vector<float> w(whole.full_numel);  // the masters (m and v are not kept)
     // the pipeline stages that wrote it, from its MANIFEST (none: one)
     PipelinePlan pipeline = header_pp(h) > 1 ? PipelinePlan{checkpoint_manifest(dir).id.pp_layers} : PipelinePlan{};
     CHECK(std::max(1, pipeline.stages()) == header_pp(h), "%s: its MANIFEST and state.bin disagree on the pipeline",
           dir.c_str());
-    read_optim_files(dir, layout, h.world, h.tp, pipeline, whole, 0, 0, 0, arrays);
+    read_optim_files_to(dir, layout, h.world, h.tp, pipeline, whole, 0, 0, 0,
+                        [&](int a, size_t i, size_t n, const float* src) {
+                            if (a == 0) std::copy(src, src + n, w.data() + i);
+                        });
     std::string out = dir + "/model_fp32.bin";
     ModelFileWriter<float> writer(out, layout);
     for (int u = 0; u < layout.num_units(); u++) writer.write_unit(u, w.data() + whole.full_offset[u]);

@@ -158,9 +158,8 @@ inline int select_checkpoint(const std::string& output_dir) {
 // (the ranks may be processes on other hosts: a file in the shared directory is
 // what they have in common).
 inline std::string checksum_note(const std::string& staging, int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/optim_rank%05d.sum", rank);
-    return staging + name;
+    std::string path = optim_file(staging, rank);
+    return path.replace(path.size() - 4, 4, ".sum");  // optim_rank<r>.sum
 }
 inline void write_checksum_note(const std::string& staging, int rank) {
     std::string path = optim_file(staging, rank);
@@ -226,8 +225,7 @@ inline void claim_output_dir(const std::string& output_dir, bool resume, bool ov
     }
     if (resume) {  // keep the checkpoints; only clear what killed saves left
         for (const std::string& e : entries)
-            if (e.size() > 4 && (e.compare(e.size() - 4, 4, ".tmp") == 0 || e.compare(e.size() - 4, 4, ".old") == 0))
-                remove_tree(output_dir + "/" + e);
+            if (e.find('.') != std::string::npos) remove_tree(output_dir + "/" + e);  // .tmp or .old
         return;
     }
     int latest = latest_checkpoint(output_dir);

@@ -28,9 +28,11 @@
 // foreign file), and a bad one only means "fall back to an older checkpoint".
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -39,6 +41,7 @@
 
 #include "zero/base/hash64.h"
 #include "zero/layout/gpt2_config.h"
+#include "zero/layout/pipeline_plan.h"
 
 constexpr const char* MANIFEST_NAME = "MANIFEST";
 constexpr const char* MANIFEST_FIRST_LINE = "train_gpt2_zero checkpoint 1";
@@ -81,11 +84,7 @@ struct CheckpointManifest {
                  id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
                  id.seed, id.world, id.tp, id.stage, id.precision.c_str(), id.tokens_per_step);
         s += line;
-        if (id.pp_layers.size() > 1) {
-            std::string p = "pipeline ";
-            for (size_t i = 0; i < id.pp_layers.size(); i++) p += (i ? "," : "") + std::to_string(id.pp_layers[i]);
-            s += p + "\n";
-        }
+        if (id.pp_layers.size() > 1) s += "pipeline " + PipelinePlan{id.pp_layers}.text() + "\n";
         for (const ManifestFile& f : files) {
             snprintf(line, sizeof(line), "file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
             s += line;
@@ -105,38 +104,15 @@ inline bool manifest_name_ok(const std::string& n) {
 
 namespace manifest_detail {
 // The words of one line, split at single spaces; false on any other whitespace
-// or control byte (a manifest we wrote has none).
+// or control byte, or an empty word (a manifest we wrote has none).
 inline bool split_words(const std::string& line, std::vector<std::string>& words) {
-    words.clear();
-    std::string w;
+    words.assign(1, "");
     for (char ch : line) {
-        if (ch == ' ') {
-            if (w.empty()) return false;
-            words.push_back(w);
-            w.clear();
-        } else if ((unsigned char)ch < 0x21 || (unsigned char)ch > 0x7e) {
-            return false;
-        } else {
-            w += ch;
-        }
+        if ((unsigned char)ch < 0x20 || (unsigned char)ch > 0x7e) return false;
+        if (ch == ' ') words.emplace_back();
+        else words.back() += ch;
     }
-    if (w.empty()) return false;
-    words.push_back(w);
-    return true;
-}
-// A decimal integer in [lo, hi], the whole word.
-inline bool parse_int(const std::string& w, long long lo, long long hi, long long& out) {
-    if (w.empty() || w.size() > 20) return false;
-    size_t i = w[0] == '-' ? 1 : 0;
-    if (i == w.size()) return false;
-    for (size_t k = i; k < w.size(); k++)
-        if (w[k] < '0' || w[k] > '9') return false;
-    errno = 0;
-    char* end = nullptr;
-    long long v = strtoll(w.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
-    out = v;
-    return true;
+    return std::none_of(words.begin(), words.end(), [](const std::string& w) { return w.empty(); });
 }
 inline bool parse_u64(const std::string& w, int base, uint64_t& out) {
     if (w.empty() || w.size() > (base == 16 ? 16u : 20u)) return false;
@@ -146,6 +122,16 @@ inline bool parse_u64(const std::string& w, int base, uint64_t& out) {
     char* end = nullptr;
     unsigned long long v = strtoull(w.c_str(), &end, base);
     if (errno != 0 || *end != '\0') return false;
+    out = v;
+    return true;
+}
+// A decimal integer in [lo, hi], the whole word.
+inline bool parse_int(const std::string& w, long long lo, long long hi, long long& out) {
+    const bool neg = !w.empty() && w[0] == '-';
+    uint64_t u = 0;
+    if (w.size() > 20 || !parse_u64(w.substr(neg), 10, u) || u > (uint64_t)LLONG_MAX) return false;
+    const long long v = neg ? -(long long)u : (long long)u;
+    if (v < lo || v > hi) return false;
     out = v;
     return true;
 }

@@ -180,12 +180,6 @@ void SafetensorsWriter::add_f32(const std::string& name, const std::vector<int64
     add(name, "F32", shape, data.data(), data.size(), 4);
 }
 
-void SafetensorsWriter::add_u16(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
-                                std::vector<uint16_t> bits) {
-    CHECK(dtype == "F16" || dtype == "BF16", "safetensors: 16-bit dtype must be F16 or BF16, not %s", dtype.c_str());
-    add(name, dtype, shape, bits.data(), bits.size(), 2);
-}
-
 void SafetensorsWriter::add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
                             const void* data, size_t count, size_t elem_size) {
     CHECK(shape_numel(shape) == count, "safetensors: tensor \"%s\": %zu values for shape %s", name.c_str(), count,

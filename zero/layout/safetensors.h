@@ -60,9 +60,9 @@ class SafetensorsWriter {
     void add_metadata(const std::string& key, const std::string& value);
     // `data`: numel(shape) fp32 values, little-endian on disk; they are copied.
     void add_f32(const std::string& name, const std::vector<int64_t>& shape, std::vector<float> data);
-    // 16-bit tensors given as raw bits: dtype "F16" or "BF16".
-    void add_u16(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape,
-                 std::vector<uint16_t> bits);
+    // The same for any dtype: `count` (= numel(shape)) elements of `elem_size` bytes.
+    void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
+             size_t count, size_t elem_size);
     void write(const std::string& path) const;
 
   private:
@@ -71,8 +71,6 @@ class SafetensorsWriter {
         std::vector<int64_t> shape;
         std::vector<char> bytes;
     };
-    void add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
-             size_t count, size_t elem_size);
     std::vector<Entry> entries_;
     std::vector<std::pair<std::string, std::string>> metadata_;
 };

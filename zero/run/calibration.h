@@ -1,18 +1,15 @@
 // `--calibrate FILE`: this run's operations timed where the trainer launches
-// them, into the measured profile FILE (zero/perf/profile.h), which --predict
-// then reads. The run's emulated ranks build themselves as for training and
-// take their steps with a capturing recorder (zero/base/ops.h,
-// zero/run/dry_run.h): every kernel, copy and piece of host work runs and
-// keeps a closure that runs it again. Each distinct operation of the
-// steady-state step is then run again alone, by as many ranks at
-// once as share the device (min(ranks, the CPU's cores or 8 on a GPU), each
-// its own, the others waiting), in batches (zero/perf/calibrate.h); the
+// them, into the measured profile FILE (zero/perf/profile.h) that --predict
+// reads (zero/README.md, "The step-time model"). The closures of a captured
+// step (zero/base/ops.h, zero/run/dry_run.h) run each distinct operation of the
+// steady-state step again alone, by min(ranks, the CPU's cores or 8 on a GPU)
+// ranks at once, each its own, in batches (zero/perf/calibrate.h); the
 // collectives are timed in an emulated world of the run's size and groups.
 // With NVMe offload the disk's read and write rates are measured on
 // --nvme_path with the run's request size and as many requests at once as its
 // ranks' I/O threads keep in flight (its reads and writes are not replayed).
-// Nothing here looks at a step's time. Shapes already in FILE are not timed again, so one file can
-// gather many runs' shapes.
+// Nothing here looks at a step's time. Shapes already in FILE are not timed
+// again, so one file can gather many runs' shapes.
 #pragma once
 
 #include <map>
@@ -107,19 +104,6 @@ void time_captured(const TrainOptions& o, const RunSetup& run, Comm& world, int 
     }
 }
 
-// One rank's part (every rank of the emulated world calls it together): its
-// steps captured (zero/run/dry_run.h), then, while it still holds its
-// buffers, the steady-state step's operations timed.
-template <typename T>
-void calibrate_rank(const TrainOptions& o, const RunSetup& run, Comm& world, int at_once, CalibrationTable& table) {
-    using namespace calibrate_detail;
-    set_threads(run.cpu_threads_per_rank());
-    OpRecorder rec(Recording::Capture);
-    record_rank<T>(o, run, world, rec, [&](Rank<T>& r, int step) {
-        if (step == 1) time_captured(o, run, world, at_once, table, rec, r);
-    });
-}
-
 // The whole calibration: the emulated ranks, then the collectives, merged into FILE.
 template <typename T>
 void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* dtype, std::FILE* log) {
@@ -148,7 +132,13 @@ void calibrate_profile(const TrainOptions& o, const RunSetup& run, const char* d
     run_emulated_ranks(run.world, [&](int rank, EmulatedWorld& w) {
         KernelCtx comm_ctx;
         EmulatedComm comm(w, rank, comm_ctx);
-        calibrate_rank<T>(o, run, comm, at_once, table);
+        set_threads(run.cpu_threads_per_rank());
+        // its steps captured (zero/run/dry_run.h), then, while it still holds its buffers, its
+        // steady-state step's operations timed
+        OpRecorder rec(Recording::Capture);
+        record_rank<T>(o, run, comm, rec, [&](Rank<T>& r, int step) {
+            if (step == 1) time_captured(o, run, comm, at_once, table, rec, r);
+        });
     }, o.timeout_s > 0 ? o.timeout_s : COLLECTIVE_TIMEOUT_S);
     std::map<std::string, double>& kernels = p.kernels["r" + std::to_string(at_once)];
     int timed = 0;

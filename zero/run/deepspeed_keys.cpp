@@ -16,11 +16,9 @@ std::string lower(std::string s) {
     return s;
 }
 
-// Every key DeepSpeed's config documents, section by section, with why it has no
-// effect here (nullptr: the mapping reads it, zero/run/deepspeed_config.h). A key
-// outside this table is an error that suggests the nearest known one: a typo
-// ("stgae") must not silently run something else. Sections marked OPAQUE are
-// whole features of DeepSpeed this trainer does not have (logging back-ends,
+// Section by section (nullptr: the mapping reads it; zero/run/deepspeed_config.h
+// says what a key outside the table does). Sections marked OPAQUE are whole
+// features of DeepSpeed this trainer does not have (logging back-ends,
 // profilers, pipeline parallelism, ...): one note for the section, its members
 // unchecked.
 const char* const OPAQUE = "OPAQUE";
@@ -223,7 +221,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     return row[b.size()];
 }
 
-// The known key of section `prefix` ("" or "zero_optimization.") nearest to `key`.
 std::string nearest_known_key(const std::string& prefix, const std::string& key) {
     std::string best;
     size_t best_d = SIZE_MAX;

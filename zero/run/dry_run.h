@@ -6,10 +6,8 @@
 // rank's memory by phase, exact, at any scale: no parameter, gradient or
 // activation byte exists and no data is read.
 //
-// Its real twin is a capture (Recording::Capture): the same calls, recorded as
-// they run. record_rank() takes either; --calibrate replays a capture's ops,
-// --trace writes one's (zero/run/step_trace.h), and the two lists must be the
-// same, op for op (test perf_trace holds a traced run to the dry run).
+// record_rank() also takes its real twin, a capture (Recording::Capture), whose
+// ops --calibrate replays and --trace writes (zero/run/step_trace.h).
 //
 // Which ranks: the ranks of one pipeline stage hold the same bytes (equal
 // slices of equal units; a tensor rank's units are all alike) and run the

@@ -319,9 +319,8 @@ inline void print_option_sources(const TrainOptions& o, FILE* out) {
     std::string from_config, from_flags;
     for (const FlagSpec& f : flag_specs()) {
         const std::string name = f.long_name;
-        bool set = std::find(o.set_by_config.begin(), o.set_by_config.end(), name) != o.set_by_config.end();
-        bool overridden = std::find(o.overridden_after_config.begin(), o.overridden_after_config.end(), name) !=
-                          o.overridden_after_config.end();
+        bool set = std::count(o.set_by_config.begin(), o.set_by_config.end(), name) > 0;
+        bool overridden = std::count(o.overridden_after_config.begin(), o.overridden_after_config.end(), name) > 0;
         std::string item = " " + name + " " + flag_value_text(f, o);
         if (set && !overridden) from_config += item;
         if (overridden) from_flags += item;

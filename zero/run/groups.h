@@ -50,15 +50,11 @@ struct Groups {
     std::unique_ptr<Comm> tensor, pipe, tied;  // null where there is no such group
 
     Comm& data() { return data_group ? *data_group : world; }
-    std::vector<Comm*> all() {
-        std::vector<Comm*> v = {&world};
-        for (Comm* c : {data_group.get(), tensor.get(), pipe.get(), tied.get()})
-            if (c) v.push_back(c);
-        return v;
-    }
     // A new step: counters from zero.
     void start_step() {
-        for (Comm* c : all()) c->stats = CommStats{};
+        world.stats = CommStats{};
+        for (Comm* c : {data_group.get(), tensor.get(), pipe.get(), tied.get()})
+            if (c) c->stats = CommStats{};
     }
     // The pipeline's traffic: the stages' sends and receives, and the tied embeddings' all-reduce.
     CommStats pipeline_stats() const {

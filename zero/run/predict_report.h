@@ -108,10 +108,8 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
 // A run's step on a profile, from its dry run (and with `trace`, its timeline written there).
 inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p,
                                   const std::string& trace = "") {
-    Placement pl;
-    pl.emulated = p.measured, pl.world = run.world;
     const std::vector<RecordedRank> dry = dry_run(o, run);
-    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, pl);
+    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, {p.measured, run.world});
     if (!trace.empty()) write_predicted_trace(trace, dry, s, p.path);
     return s;
 }
@@ -154,8 +152,6 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     print_dry_memory(dry, run.pp, out);
     if (o.predict.empty()) return;
     const Profile p = anchored_profile(load_profile(o.predict));
-    Placement pl;
-    pl.emulated = p.measured, pl.world = run.world;
     fprintf(out, "predicted on %s (%s; %s)%s\n", o.predict.c_str(), p.device.c_str(),
             p.measured ? "measured here, emulated ranks sharing it"
                        : ("from specifications, kernel efficiencies of " + p.efficiency_from +
@@ -171,7 +167,7 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
         fprintf(out, "  memory per rank: %.2f GiB of the device's %.0f GiB: %s\n", dev / GiB, p.memory_gib,
                 fits ? "fits" : "does NOT fit");
     if (fits) {
-        const StepPrediction s = predict_step(step_schedules(dry, run), q, p, pl);
+        const StepPrediction s = predict_step(step_schedules(dry, run), q, p, {p.measured, run.world});
         print_step_prediction(s, q, out);
         if (!o.trace.empty())
             write_predicted_trace(o.trace, dry, s, o.predict),

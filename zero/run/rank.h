@@ -11,10 +11,9 @@
 #include "kernels/kernels.h"
 #include "zero/base/memory.h"
 #include "zero/run/groups.h"
+#include "zero/run/model_source.h"
 #include "zero/engine/memory_predictor.h"
 #include "zero/engine/zero_engine.h"
-#include "zero/layout/hf_gpt2.h"
-#include "zero/layout/model_file.h"
 #include "zero/model/gpt2.h"
 #include "zero/pipeline/stage_runner.h"
 #include "zero/run/run_setup.h"
@@ -49,22 +48,18 @@ struct Rank {
     std::unique_ptr<PipelineStage<T>> pipeline;  // with --pp > 1
     const MemoryPrediction predicted;
 
-    // The parameters a run starts from: a Hugging Face folder, an llm.c model
-    // file (each tensor rank cutting its part from the full units), or GPT-2's
-    // initialisation from the seed.
+    // The parameters a run starts from: a Hugging Face folder or an llm.c model
+    // file (zero/run/model_source.h; each tensor rank cutting its part from the
+    // full units), or GPT-2's initialisation from the seed.
     void load_start(const RunSetup& run, uint64_t seed) {
-        if (!run.hf_dir.empty()) {
-            HfGpt2Reader hf(run.hf_dir);
-            return zero.load_parameters([&](int u, float* dst) { hf.read_unit(layout, u, dst); });
-        }
-        if (run.model_file.empty()) return zero.init_parameters(seed);
-        ModelFile mf(run.model_file);
+        if (run.hf_dir.empty() && run.model_file.empty()) return zero.init_parameters(seed);
+        ModelSource src = run.hf_dir.empty() ? model_file_source(run.model_file) : hf_model_source(run.hf_dir);
         ParamLayout whole = layout.whole_tensors();
         std::vector<float> full_unit;
         zero.load_parameters([&](int u, float* dst) {
-            if (run.tp == 1) return mf.read_unit(layout, u, dst);
+            if (run.tp == 1) return src.read_unit(layout, u, dst);
             full_unit.assign(whole.unit_spec(u).numel, 0.0f);
-            mf.read_unit(whole, u, full_unit.data());
+            src.read_unit(whole, u, full_unit.data());
             layout.tp_slice_unit(zero.tp_rank, u, full_unit.data(), dst);
         });
     }

@@ -43,8 +43,7 @@ inline double process_peak_resident_bytes() { return proc_kb_field_bytes("/proc/
 // that the growth since then can be set beside what the accountant reserved.
 inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPrediction& pred,
                               const MemoryAccountant& mem, const CommStats& comm, size_t device_used,
-                              const CommStats* tensor = nullptr, size_t device_used_at_start = 0,
-                              const CommStats* pipeline = nullptr) {
+                              const CommStats* tensor, size_t device_used_at_start, const CommStats* pipeline) {
     const double MiB = 1048576.0, resident = process_peak_resident_bytes();
     for (int a = 0; a < NUM_ARENAS; a++) {
         Arena arena = (Arena)a;
@@ -61,13 +60,10 @@ inline void print_memory_line(int rank, const PhaseMemory& m, const MemoryPredic
             if (device_used_at_start)
                 printf(" (%+.2f since start-up)", ((double)device_used - (double)device_used_at_start) / MiB);
         }
-        if (arena == Arena::Device)
-            printf(" | comm sent %.2f MiB recv %.2f MiB", comm.bulk_sent() / MiB, comm.bulk_recv() / MiB);
-        if (arena == Arena::Device && tensor)
-            printf(" | tensor-parallel sent %.2f MiB recv %.2f MiB", tensor->bulk_sent() / MiB,
-                   tensor->bulk_recv() / MiB);
-        if (arena == Arena::Device && pipeline)
-            printf(" | pipeline sent %.2f MiB recv %.2f MiB", pipeline->bulk_sent() / MiB, pipeline->bulk_recv() / MiB);
+        for (const auto& [name, st] : {std::pair<const char*, const CommStats*>{"comm", &comm},
+                                       {"tensor-parallel", tensor}, {"pipeline", pipeline}})
+            if (arena == Arena::Device && st)
+                printf(" | %s sent %.2f MiB recv %.2f MiB", name, st->bulk_sent() / MiB, st->bulk_recv() / MiB);
         printf("\n");
     }
     fflush(stdout);
@@ -143,9 +139,8 @@ inline void print_run_header(const TrainOptions& o, const RunSetup& run, int tot
                pipeline_schedule_name(run.schedule), run.micro_steps, run.pipeline.text().c_str(), run.pp - 1,
                o.zero_stage, run.dp);
     }
-    std::string accum = offload_grad_accum_text(o, run), delay = offload_delay_text(run);
-    if (!accum.empty()) printf("%s\n", accum.c_str());
-    if (!delay.empty()) printf("%s\n", delay.c_str());
+    for (const std::string& line : {offload_grad_accum_text(o, run), offload_delay_text(run)})
+        if (!line.empty()) printf("%s\n", line.c_str());
     if (!variants_text().empty()) printf("variants on (ZERO_VARIANTS): %s\n", variants_text().c_str());
 }
 

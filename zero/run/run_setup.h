@@ -74,17 +74,11 @@ struct RunSetup {
         return q;
     }
     ZeroConfig zero_config(const TrainOptions& o) const {
-        ZeroConfig z;
-        z.stage = o.zero_stage;
-        z.micro_steps = micro_steps;
-        z.offload.states = nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device;
-        z.offload.disk = disk, z.offload.disk_fraction = nvme_fraction, z.offload.disk_tile_numel = nvme_tile_numel;
-        z.offload.params = offload_param ? ParamHome::Host : ParamHome::Device;
-        z.offload.sums = offload_grad_accum_device ? GradSums::Device : GradSums::Host;
-        z.offload.delay_steps = offload_delay_steps;
-        z.seed = o.seed;
-        z.cpu_threads = cpu_threads_per_rank();
-        return z;
+        const OffloadPolicy offload{nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device,
+                                    disk, nvme_fraction, nvme_tile_numel,
+                                    offload_param ? ParamHome::Host : ParamHome::Device,
+                                    offload_grad_accum_device ? GradSums::Device : GradSums::Host, offload_delay_steps};
+        return {o.zero_stage, micro_steps, offload, o.seed, cpu_threads_per_rank()};
     }
     // the threads of this process, shared by the ranks it runs
     int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
@@ -258,8 +252,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_optimizer %s)", o.offload_optimizer.c_str());
     r.nvme_fraction = o.nvme_fraction;
     r.nvme_tile_numel = (size_t)o.nvme_tile_kib * 1024 / sizeof(float);
-    r.disk.dir = o.nvme_path, r.disk.buffers = o.nvme_buffers, r.disk.threads = o.nvme_threads;
-    r.disk.block_bytes = (size_t)o.nvme_block_kib << 10, r.disk.queue_depth = o.nvme_queue_depth;
+    r.disk = {o.nvme_path, o.nvme_buffers, (size_t)o.nvme_block_kib << 10, o.nvme_queue_depth, o.nvme_threads};
     CHECK(o.offload_grad_accum == "host" || o.offload_grad_accum == "device",
           "--offload_grad_accum must be host or device (got '%s')", o.offload_grad_accum.c_str());
     r.offload_grad_accum_device = o.offload_grad_accum == "device";

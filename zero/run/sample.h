@@ -76,8 +76,7 @@ void print_sample(GPT2<T>& model, const Tokenizer* tok, int gen_tokens, uint64_t
         int next = model.cfg.vocab_size - 1;
         if (model.last) {
             std::vector<float> logits = model.logits_at(t - 1);
-            float maxv = logits[0];
-            for (float x : logits) maxv = std::max(maxv, x);
+            const float maxv = *std::max_element(logits.begin(), logits.end());
             double sum = 0.0;
             for (float& x : logits) sum += (x = expf(x - maxv));
             double coin = rng.next_float() * sum, acc = 0.0;
