@@ -88,6 +88,10 @@ void test_export_and_back(const std::string& trainer, const std::string& script)
     const std::string back_model = back.run().model_at(0);
     EXPECT(files_identical(model, back_model), "model file -> HF -> model file is not bit-identical (%s vs %s)",
            model.c_str(), back_model.c_str());
+    // the same through two tensor-parallel ranks: each cuts its part of every tensor from the folder
+    TrainerRun back_tp = back;
+    back_tp.out = dir + "/back_tp", back_tp.ranks = 2, back_tp.extra += " --tp 2";
+    EXPECT(files_identical(model, back_tp.run().model_at(0)), "--from_hf with --tp 2 does not start from the model");
 
     // a sharded checkpoint (2 ranks, stage 3) consolidated straight into a folder:
     // its fp32 masters, as --consolidate's model file holds them
