@@ -72,28 +72,19 @@ std::string bootstrap_validate(std::vector<BootstrapRecord> recs, int world, boo
     using bootstrap_detail::lower;
     std::sort(recs.begin(), recs.end(),
               [](const BootstrapRecord& a, const BootstrapRecord& b) { return a.rank < b.rank; });
-    char msg[1024];
     for (const BootstrapRecord& r : recs) {
-        if (r.world != world) {
-            snprintf(msg, sizeof(msg),
-                     "rank %d (host %s) was started as one of %d ranks, but rank 0 as one of %d: all ranks must "
-                     "come from one launch with one world size",
-                     r.rank, r.host.c_str(), r.world, world);
-            return msg;
-        }
-        if (r.rank < 0 || r.rank >= world) {
-            snprintf(msg, sizeof(msg), "a process on host %s reports rank %d, but the world has only ranks 0..%d",
-                     r.host.c_str(), r.rank, world - 1);
-            return msg;
-        }
+        if (r.world != world)
+            return strf("rank %d (host %s) was started as one of %d ranks, but rank 0 as one of %d: all ranks must "
+                        "come from one launch with one world size",
+                        r.rank, r.host.c_str(), r.world, world);
+        if (r.rank < 0 || r.rank >= world)
+            return strf("a process on host %s reports rank %d, but the world has only ranks 0..%d", r.host.c_str(),
+                        r.rank, world - 1);
     }
     for (size_t i = 1; i < recs.size(); i++)
-        if (recs[i].rank == recs[i - 1].rank) {
-            snprintf(msg, sizeof(msg),
-                     "two processes (on hosts %s and %s) both claim rank %d: check the launcher's rank variables",
-                     recs[i - 1].host.c_str(), recs[i].host.c_str(), recs[i].rank);
-            return msg;
-        }
+        if (recs[i].rank == recs[i - 1].rank)
+            return strf("two processes (on hosts %s and %s) both claim rank %d: check the launcher's rank variables",
+                        recs[i - 1].host.c_str(), recs[i].host.c_str(), recs[i].rank);
     if (complete) {
         std::vector<int> missing;
         for (int k = 0, i = 0; k < world; k++) {
@@ -112,13 +103,10 @@ std::string bootstrap_validate(std::vector<BootstrapRecord> recs, int world, boo
     for (const auto& gpu : by_gpu)
         if (gpu.second.size() > 1 && (!first || gpu.second[0]->rank < first->rank))
             first = gpu.second[0], second = gpu.second[1];
-    if (first) {
-        snprintf(msg, sizeof(msg),
-                 "ranks %d and %d both use GPU %s on host %s: NCCL cannot run two ranks on one GPU; to emulate N "
-                 "ranks on one GPU run one process with --ranks N",
-                 first->rank, second->rank, lower(first->gpu).c_str(), first->host.c_str());
-        return msg;
-    }
+    if (first)
+        return strf("ranks %d and %d both use GPU %s on host %s: NCCL cannot run two ranks on one GPU; to emulate N "
+                    "ranks on one GPU run one process with --ranks N",
+                    first->rank, second->rank, lower(first->gpu).c_str(), first->host.c_str());
     return "";
 }
 

@@ -269,12 +269,9 @@ std::vector<uint8_t> serve(const BootstrapRecord& mine, const BootstrapPayloadFn
     std::string error = bootstrap_validate(recs, world, /*complete=*/false);
     if (error.empty() && timed_out) {
         double waited = std::chrono::duration<double>(Clock::now() - start).count();
-        char msg[1024];
-        snprintf(msg, sizeof(msg),
-                 "rank 0 waited %.0f s at %s, but rank(s) %s of %d never connected: were all %d processes started, "
-                 "with the same MASTER_ADDR and MASTER_PORT? (ZERO_BOOTSTRAP_TIMEOUT sets the wait)",
-                 waited, endpoint(o).c_str(), rank_list(missing_ranks()).c_str(), world, world);
-        error = msg;
+        error = strf("rank 0 waited %.0f s at %s, but rank(s) %s of %d never connected: were all %d processes "
+                     "started, with the same MASTER_ADDR and MASTER_PORT? (ZERO_BOOTSTRAP_TIMEOUT sets the wait)",
+                     waited, endpoint(o).c_str(), rank_list(missing_ranks()).c_str(), world, world);
     }
     if (error.empty()) error = bootstrap_validate(recs, world, /*complete=*/true);
     std::vector<uint8_t> payload;

@@ -23,15 +23,9 @@
 #include "zero/engine/checkpoint_manifest.h"
 
 inline std::string checkpoint_dir(const std::string& output_dir, int step) {
-    char name[64];
-    snprintf(name, sizeof(name), "/checkpoint_%08d", step);
-    return output_dir + name;
+    return output_dir + strf("/checkpoint_%08d", step);
 }
-inline std::string optim_file(const std::string& dir, int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/optim_rank%05d.bin", rank);
-    return dir + name;
-}
+inline std::string optim_file(const std::string& dir, int rank) { return dir + strf("/optim_rank%05d.bin", rank); }
 
 inline std::string checkpoint_staging_dir(const std::string& output_dir, int step) {
     return checkpoint_dir(output_dir, step) + ".tmp";
@@ -165,11 +159,7 @@ inline void write_checksum_note(const std::string& staging, int rank) {
     std::string path = optim_file(staging, rank);
     uint64_t size = 0, hash = 0;
     CHECK(hash_file(path, size, hash), "cannot read back %s: %s", path.c_str(), strerror(errno));
-    char line[64];
-    int n = snprintf(line, sizeof(line), "%" PRIu64 " %016" PRIx64 "\n", size, hash);
-    AtomicFile f(checksum_note(staging, rank));
-    f.write(line, (size_t)n);
-    f.commit();
+    write_file_atomically(checksum_note(staging, rank), strf("%" PRIu64 " %016" PRIx64 "\n", size, hash));
 }
 
 // Rank 0, once every rank's files are in the staging directory: the manifest,
@@ -191,10 +181,7 @@ inline void publish_checkpoint(const std::string& staging, const std::string& fi
         m.files.push_back({optim_file("", r).substr(1), size, hash});
         unlink(note.c_str());
     }
-    std::string text = m.to_text();
-    AtomicFile f(staging + "/" + MANIFEST_NAME);
-    f.write(text.data(), text.size());
-    f.commit();
+    write_file_atomically(staging + "/" + MANIFEST_NAME, m.to_text());
     sync_dir(staging);
     // a checkpoint of this step already there (a resume re-ran past it) is set
     // aside, replaced, then deleted: at no moment does checkpoint_<s>/ hold a mix

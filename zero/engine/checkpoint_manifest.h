@@ -76,19 +76,14 @@ struct CheckpointManifest {
 
     std::string to_text() const {
         std::string s = std::string(MANIFEST_FIRST_LINE) + "\n";
-        char line[512];
         const GPT2Config& c = id.shape;
-        snprintf(line, sizeof(line),
-                 "step %d\nmodel L=%d H=%d C=%d V=%d Vp=%d T=%d\nseed %llu\nworld %d\ntp %d\nstage %d\nprecision %s\n"
-                 "tokens_per_step %lld\n",
-                 id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
-                 id.seed, id.world, id.tp, id.stage, id.precision.c_str(), id.tokens_per_step);
-        s += line;
+        s += strf("step %d\nmodel L=%d H=%d C=%d V=%d Vp=%d T=%d\nseed %llu\nworld %d\ntp %d\nstage %d\nprecision %s\n"
+                  "tokens_per_step %lld\n",
+                  id.step, c.num_layers, c.num_heads, c.channels, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
+                  id.seed, id.world, id.tp, id.stage, id.precision.c_str(), id.tokens_per_step);
         if (id.pp_layers.size() > 1) s += "pipeline " + PipelinePlan{id.pp_layers}.text() + "\n";
-        for (const ManifestFile& f : files) {
-            snprintf(line, sizeof(line), "file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
-            s += line;
-        }
+        for (const ManifestFile& f : files)
+            s += strf("file %s %" PRIu64 " %016" PRIx64 "\n", f.name.c_str(), f.size, f.hash);
         return s + "end\n";
     }
 };

@@ -103,32 +103,29 @@ inline GPT2Config read_hf_config(const std::string& dir) {
 }
 
 inline std::string hf_config_json(const GPT2Config& c) {
-    char buf[1024];
-    snprintf(buf, sizeof(buf),
-             "{\n"
-             "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
-             "  \"model_type\": \"gpt2\",\n"
-             "  \"vocab_size\": %d,\n"
-             "  \"n_positions\": %d,\n"
-             "  \"n_ctx\": %d,\n"
-             "  \"n_embd\": %d,\n"
-             "  \"n_layer\": %d,\n"
-             "  \"n_head\": %d,\n"
-             "  \"n_inner\": null,\n"
-             "  \"activation_function\": \"gelu_new\",\n"
-             "  \"layer_norm_epsilon\": 1e-05,\n"
-             "  \"initializer_range\": 0.02,\n"
-             "  \"resid_pdrop\": 0.0,\n"
-             "  \"embd_pdrop\": 0.0,\n"
-             "  \"attn_pdrop\": 0.0,\n"
-             "  \"scale_attn_weights\": true,\n"
-             "  \"tie_word_embeddings\": true,\n"
-             "  \"bos_token_id\": 50256,\n"
-             "  \"eos_token_id\": 50256,\n"
-             "  \"torch_dtype\": \"float32\"\n"
-             "}\n",
-             c.vocab_size, c.max_seq_len, c.max_seq_len, c.channels, c.num_layers, c.num_heads);
-    return buf;
+    return strf("{\n"
+                "  \"architectures\": [\"GPT2LMHeadModel\"],\n"
+                "  \"model_type\": \"gpt2\",\n"
+                "  \"vocab_size\": %d,\n"
+                "  \"n_positions\": %d,\n"
+                "  \"n_ctx\": %d,\n"
+                "  \"n_embd\": %d,\n"
+                "  \"n_layer\": %d,\n"
+                "  \"n_head\": %d,\n"
+                "  \"n_inner\": null,\n"
+                "  \"activation_function\": \"gelu_new\",\n"
+                "  \"layer_norm_epsilon\": 1e-05,\n"
+                "  \"initializer_range\": 0.02,\n"
+                "  \"resid_pdrop\": 0.0,\n"
+                "  \"embd_pdrop\": 0.0,\n"
+                "  \"attn_pdrop\": 0.0,\n"
+                "  \"scale_attn_weights\": true,\n"
+                "  \"tie_word_embeddings\": true,\n"
+                "  \"bos_token_id\": 50256,\n"
+                "  \"eos_token_id\": 50256,\n"
+                "  \"torch_dtype\": \"float32\"\n"
+                "}\n",
+                c.vocab_size, c.max_seq_len, c.max_seq_len, c.channels, c.num_layers, c.num_heads);
 }
 
 // A Hugging Face GPT-2 folder, opened and checked; read_unit fills our units.

@@ -35,9 +35,7 @@ std::string json_quote(const std::string& s) {
         if (c == '"' || c == '\\') {
             out += '\\', out += (char)c;
         } else if (c < 0x20) {
-            char buf[8];
-            snprintf(buf, sizeof(buf), "\\u%04x", c);
-            out += buf;
+            out += strf("\\u%04x", c);
         } else {
             out += (char)c;
         }

@@ -46,11 +46,7 @@ struct MemoryCapacity {
     std::string device_what;
 };
 
-inline std::string gib_text(double bytes) {
-    char b[32];
-    snprintf(b, sizeof(b), "%.2f GiB", bytes / GiB);
-    return b;
-}
+inline std::string gib_text(double bytes) { return strf("%.2f GiB", bytes / GiB); }
 
 inline double host_available_bytes() { return proc_kb_field_bytes("/proc/meminfo", "MemAvailable"); }
 
@@ -191,9 +187,7 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                         if (r != q.recompute) fl += " -r " + std::to_string(r);
                         if (a.offload_optimizer != q.offload_optimizer || nvme) {
                             fl += std::string(" --offload_optimizer ") + (a.offload_nvme ? "nvme --nvme_path DIR" : "cpu");
-                            char fr[40];
-                            snprintf(fr, sizeof(fr), " --nvme_fraction %g", a.nvme_fraction);
-                            if (nvme && a.nvme_fraction < 1) fl += fr;
+                            if (nvme && a.nvme_fraction < 1) fl += strf(" --nvme_fraction %g", a.nvme_fraction);
                         }
                         if (a.offload_param != q.offload_param) fl += " --offload_param cpu";
                         if (a.offload_activations != q.offload_activations) fl += " --offload_activations 1";

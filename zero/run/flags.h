@@ -182,25 +182,23 @@ inline const std::vector<FlagSpec>& flag_specs() {
 
 // One option's value as --help prints it.
 inline std::string flag_value_text(const FlagSpec& f, const TrainOptions& o) {
-    char v[256];
-    if (f.i) snprintf(v, sizeof(v), "%d", o.*f.i);
-    else if (f.l) snprintf(v, sizeof(v), "%ld", o.*f.l);
-    else if (f.u) snprintf(v, sizeof(v), "%llu", o.*f.u);
-    else if (f.f) snprintf(v, sizeof(v), "%g", o.*f.f);
-    else if (f.d) snprintf(v, sizeof(v), "%g", o.*f.d);
-    else snprintf(v, sizeof(v), "%s", (o.*f.s).c_str());
-    return v;
+    if (f.i) return strf("%d", o.*f.i);
+    if (f.l) return strf("%ld", o.*f.l);
+    if (f.u) return strf("%llu", o.*f.u);
+    if (f.f) return strf("%g", o.*f.f);
+    if (f.d) return strf("%g", o.*f.d);
+    return o.*f.s;
 }
 
 inline void print_usage(const char* prog) {
     TrainOptions defaults;
     printf("usage: %s [flags]\n\n", prog);
     for (const FlagSpec& f : flag_specs()) {
-        char names[64];
-        snprintf(names, sizeof(names), "%s%s%s", f.short_name ? f.short_name : "", f.short_name ? ", " : "    ",
-                 f.long_name);
+        const std::string names = strf("%s%s%s", f.short_name ? f.short_name : "", f.short_name ? ", " : "    ",
+                                       f.long_name);
         const std::string def = flag_value_text(f, defaults);
-        printf("  %-26s %s%s%s%s\n", names, f.help, def.empty() ? "" : " [", def.c_str(), def.empty() ? "" : "]");
+        printf("  %-26s %s%s%s%s\n", names.c_str(), f.help, def.empty() ? "" : " [", def.c_str(),
+               def.empty() ? "" : "]");
     }
     printf("\n  -h, --help                 this list\n");
 }

@@ -47,10 +47,6 @@ inline bool write_loss_plot(const std::string& out_dir, double baseline) {
     c.y.label = "loss (nats per token)";
     c.y.from_zero = false;  // losses live far from zero (4 to 11 for GPT-2's vocabulary): fit the axis to them
     c.lines = {train, val};
-    if (std::isfinite(baseline)) {
-        char label[64];
-        snprintf(label, sizeof(label), "unigram baseline %.3f", baseline);
-        c.hlines.push_back({label, baseline, plot_color(3)});
-    }
+    if (std::isfinite(baseline)) c.hlines.push_back({strf("unigram baseline %.3f", baseline), baseline, plot_color(3)});
     return write_png(out_dir + "/loss.png", render_chart(c));
 }
