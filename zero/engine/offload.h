@@ -67,13 +67,8 @@ struct OptimizerConfig {
 
 // Optimizer step t's AdamW arguments (the weight decay is set per piece).
 inline AdamWStep adamw_step(const OptimizerConfig& oc, float lr, float grad_scale, int t, uint64_t rounding_seed) {
-    AdamWStep s;
-    s.lr = lr, s.beta1 = oc.beta1, s.beta2 = oc.beta2, s.eps = oc.eps, s.weight_decay = 0.0f;
-    s.grad_scale = grad_scale;
-    s.bias_correction1 = 1.0f - powf(oc.beta1, (float)t);
-    s.bias_correction2 = 1.0f - powf(oc.beta2, (float)t);
-    s.rounding_seed = rounding_seed;
-    return s;
+    return {lr, oc.beta1, oc.beta2, oc.eps, 0.0f, grad_scale, 1.0f - powf(oc.beta1, (float)t),
+            1.0f - powf(oc.beta2, (float)t), rounding_seed};
 }
 
 // Where a step's host time went, in the order the step spends it
