@@ -45,9 +45,12 @@ ZERO_FOR_EACH_DTYPE(ZERO_CLASSIFIER_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_VOCAB_PARALLEL_INSTANCE, extern)
 ZERO_FOR_EACH_DTYPE(ZERO_OPTIMIZER_INSTANCE, extern)
 #define ZERO_DISPATCH(cuda_call, cpu_call) cuda_call
+#define ZERO_TWIN(name, ...) name##_cuda(ctx, __VA_ARGS__)
 #else
 #define ZERO_DISPATCH(cuda_call, cpu_call) cpu_call
+#define ZERO_TWIN(name, ...) name##_cpu(__VA_ARGS__)
 #endif
+// ZERO_TWIN(name, args): name_cuda(ctx, args) or its CPU twin name_cpu(args), for twins of the same arguments
 
 // kind: the op's name, typed by a compute dtype of dtype_bytes (0: untyped:
 // "matmul_fwd" and 2 -> "matmul_fwd_16"); dims: its shape; acc: a braced list
@@ -70,10 +73,7 @@ void encoder_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, const int* toke
     launch(ctx, "encoder_fwd", sizeof(T), {B, T_, C, Vp},
            {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_), reads(wte, (size_t)Vp * C),
             reads(wpe, (size_t)T_ * C)},
-           [=] {
-               ZERO_DISPATCH(encoder_forward_cuda(ctx, out, tokens, wte, wpe, B, T_, C),
-                             encoder_forward_cpu(out, tokens, wte, wpe, B, T_, C));
-           });
+           [=] { ZERO_TWIN(encoder_forward, out, tokens, wte, wpe, B, T_, C); });
 }
 
 // The encoder backward's longest run of a token's positions summed alone (0:
@@ -101,10 +101,7 @@ void layernorm_forward(const KernelCtx& ctx, T* out /* (N,C) */, float* mean, fl
     launch(ctx, "layernorm_fwd", sizeof(T), {N, C},
            {writes(out, (size_t)N * C), writes(mean, (size_t)N), writes(rstd, (size_t)N), reads(inp, (size_t)N * C),
             reads(weight, (size_t)C), reads(bias, (size_t)C)},
-           [=] {
-               ZERO_DISPATCH(layernorm_forward_cuda(ctx, out, mean, rstd, inp, weight, bias, N, C),
-                             layernorm_forward_cpu(out, mean, rstd, inp, weight, bias, N, C));
-           });
+           [=] { ZERO_TWIN(layernorm_forward, out, mean, rstd, inp, weight, bias, N, C); });
 }
 
 // residual = inp1 + inp2; out = layernorm(residual)
@@ -116,18 +113,14 @@ void residual_layernorm_forward(const KernelCtx& ctx, T* residual, T* out /* (N,
         ctx, "residual_layernorm_fwd", sizeof(T), {N, C},
         {writes(residual, (size_t)N * C), writes(out, (size_t)N * C), writes(mean, (size_t)N), writes(rstd, (size_t)N),
          reads(inp1, (size_t)N * C), reads(inp2, (size_t)N * C), reads(weight, (size_t)C), reads(bias, (size_t)C)},
-        [=] {
-            ZERO_DISPATCH(
-                residual_layernorm_forward_cuda(ctx, residual, out, mean, rstd, inp1, inp2, weight, bias, N, C),
-                residual_layernorm_forward_cpu(residual, out, mean, rstd, inp1, inp2, weight, bias, N, C));
-        });
+        [=] { ZERO_TWIN(residual_layernorm_forward, residual, out, mean, rstd, inp1, inp2, weight, bias, N, C); });
 }
 
 // out = a + b (a residual connection)
 template <typename T>
 void residual_forward(const KernelCtx& ctx, T* out, const T* a, const T* b, size_t n) {
     launch(ctx, "residual_fwd", sizeof(T), {(long)n}, {writes(out, n), reads(a, n), reads(b, n)},
-           [=] { ZERO_DISPATCH(residual_forward_cuda(ctx, out, a, b, n), residual_forward_cpu(out, a, b, n)); });
+           [=] { ZERO_TWIN(residual_forward, out, a, b, n); });
 }
 
 // dinp, dweight, dbias accumulate
@@ -139,10 +132,7 @@ void layernorm_backward(const KernelCtx& ctx, T* dinp /* (N,C) */, T* dweight, T
         ctx, "layernorm_bwd", sizeof(T), {N, C},
         {writes(dinp, (size_t)N * C), writes(dweight, (size_t)C), writes(dbias, (size_t)C), reads(dout, (size_t)N * C),
          reads(inp, (size_t)N * C), reads(weight, (size_t)C), reads(mean, (size_t)N), reads(rstd, (size_t)N)},
-        [=] {
-            ZERO_DISPATCH(layernorm_backward_cuda(ctx, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C),
-                          layernorm_backward_cpu(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C));
-        });
+        [=] { ZERO_TWIN(layernorm_backward, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C); });
 }
 
 // out = inp @ weight^T + bias. With gelu_pre != null the GELU is fused:
@@ -153,10 +143,7 @@ void matmul_forward(const KernelCtx& ctx, T* out /* (BT,OC) */, const T* inp /* 
     launch(ctx, gelu_pre ? "matmul_fwd_gelu" : "matmul_fwd", sizeof(T), {BT, C, OC, bias ? 1 : 0},
            {writes(out, (size_t)BT * OC), writes(gelu_pre, (size_t)BT * OC), reads(inp, (size_t)BT * C),
             reads(weight, (size_t)OC * C), reads(bias, (size_t)OC)},
-           [=] {
-               ZERO_DISPATCH(matmul_forward_cuda(ctx, out, inp, weight, bias, BT, C, OC, gelu_pre),
-                             matmul_forward_cpu(out, inp, weight, bias, BT, C, OC, gelu_pre));
-           });
+           [=] { ZERO_TWIN(matmul_forward, out, inp, weight, bias, BT, C, OC, gelu_pre); });
 }
 
 // dinp = dout @ weight (overwritten; times gelu'(gelu_pre) when gelu_pre != null,
@@ -180,7 +167,7 @@ void matmul_backward(const KernelCtx& ctx, T* dinp /* (BT,C) */, T* dweight /* (
 template <typename T>
 void gelu_forward(const KernelCtx& ctx, T* out, const T* inp, size_t n) {
     launch(ctx, "gelu_fwd", sizeof(T), {(long)n}, {writes(out, n), reads(inp, n)},
-           [=] { ZERO_DISPATCH(gelu_forward_cuda(ctx, out, inp, n), gelu_forward_cpu(out, inp, n)); });
+           [=] { ZERO_TWIN(gelu_forward, out, inp, n); });
 }
 
 // causal self-attention; lse keeps each row's log-sum-exp for the backward pass
@@ -189,10 +176,7 @@ void attention_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, float* lse /*
                        const T* qkv /* (B,T,3C) */, int B, int T_, int C, int NH) {
     launch(ctx, "attention_fwd", sizeof(T), {B, T_, C, NH},
            {writes(out, (size_t)B * T_ * C), writes(lse, (size_t)B * NH * T_), reads(qkv, (size_t)B * T_ * 3 * C)},
-           [=] {
-               ZERO_DISPATCH(attention_forward_cuda(ctx, out, lse, qkv, B, T_, C, NH),
-                             attention_forward_cpu(out, lse, qkv, B, T_, C, NH));
-           });
+           [=] { ZERO_TWIN(attention_forward, out, lse, qkv, B, T_, C, NH); });
 }
 
 // dqkv overwritten
@@ -203,10 +187,7 @@ void attention_backward(const KernelCtx& ctx, T* dqkv /* (B,T,3C) */, const T* d
     launch(ctx, "attention_bwd", sizeof(T), {B, T_, C, NH},
            {writes(dqkv, (size_t)B * T_ * 3 * C), reads(dout, (size_t)B * T_ * C), reads(qkv, (size_t)B * T_ * 3 * C),
             reads(out, (size_t)B * T_ * C), reads(lse, (size_t)B * NH * T_)},
-           [=] {
-               ZERO_DISPATCH(attention_backward_cuda(ctx, dqkv, dout, qkv, out, lse, B, T_, C, NH),
-                             attention_backward_cpu(dqkv, dout, qkv, out, lse, B, T_, C, NH));
-           });
+           [=] { ZERO_TWIN(attention_backward, dqkv, dout, qkv, out, lse, B, T_, C, NH); });
 }
 
 // losses = cross-entropy per row; if dloss != 0 the logits become dlogits * dloss
@@ -232,10 +213,7 @@ void encoder_forward_vocab(const KernelCtx& ctx, T* out /* (B,T,C) */, const int
     launch(ctx, "encoder_fwd_vocab", sizeof(T), {B, T_, C, Vl},
            {writes(out, (size_t)B * T_ * C), reads(tokens, (size_t)B * T_), reads(wte_local, (size_t)Vl * C),
             reads(add_wpe ? wpe : nullptr, (size_t)T_ * C)},
-           [=] {
-               ZERO_DISPATCH(encoder_forward_vocab_cuda(ctx, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe),
-                             encoder_forward_vocab_cpu(out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe));
-           });
+           [=] { ZERO_TWIN(encoder_forward_vocab, out, tokens, wte_local, wpe, B, T_, C, v0, Vl, add_wpe); });
 }
 
 // dwte_local accumulates the rows of the tokens this rank holds, dwpe every
@@ -245,11 +223,8 @@ void encoder_backward_vocab(const KernelCtx& ctx, T* dwte_local /* (Vl,C) */, T*
                             const T* dout /* (B,T,C) */, const int* tokens_host, int B, int T_, int C, int v0, int Vl) {
     const int split = encoder_split_run();
     launch(ctx, "encoder_bwd_vocab", sizeof(T), {B, T_, C, Vl},
-           {writes(dwte_local, (size_t)Vl * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C)}, [=] {
-               ZERO_DISPATCH(
-                   encoder_backward_vocab_cuda(ctx, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split),
-                   encoder_backward_vocab_cpu(dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split));
-           });
+           {writes(dwte_local, (size_t)Vl * C), writes(dwpe, (size_t)T_ * C), reads(dout, (size_t)B * T_ * C)},
+           [=] { ZERO_TWIN(encoder_backward_vocab, dwte_local, dwpe, dout, tokens_host, B, T_, C, v0, Vl, split); });
 }
 
 template <typename T>
@@ -258,11 +233,7 @@ void vocab_parallel_local_stats(const KernelCtx& ctx, float* row_max, float* tar
     launch(ctx, "vocab_local_stats", sizeof(T), {BT, Vl},
            {writes(row_max, (size_t)BT), writes(target_logit, (size_t)BT), reads(logits, (size_t)BT * Vl),
             reads(targets, (size_t)BT)},
-           [=] {
-               ZERO_DISPATCH(
-                   vocab_parallel_local_stats_cuda(ctx, row_max, target_logit, logits, targets, BT, Vl, v0, V),
-                   vocab_parallel_local_stats_cpu(row_max, target_logit, logits, targets, BT, Vl, v0, V));
-           });
+           [=] { ZERO_TWIN(vocab_parallel_local_stats, row_max, target_logit, logits, targets, BT, Vl, v0, V); });
 }
 
 template <typename T>
@@ -272,11 +243,7 @@ void vocab_parallel_sum_exp(const KernelCtx& ctx, float* global_max, float* sum_
     launch(ctx, "vocab_sum_exp", sizeof(T), {BT, Vl, t},
            {writes(global_max, (size_t)BT), writes(sum_exp, (size_t)BT), reads(gathered_max, (size_t)t * BT),
             reads(logits, (size_t)BT * Vl)},
-           [=] {
-               ZERO_DISPATCH(
-                   vocab_parallel_sum_exp_cuda(ctx, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V),
-                   vocab_parallel_sum_exp_cpu(global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V));
-           });
+           [=] { ZERO_TWIN(vocab_parallel_sum_exp, global_max, sum_exp, gathered_max, logits, t, BT, Vl, v0, V); });
 }
 
 template <typename T>
@@ -287,10 +254,8 @@ void vocab_parallel_finish(const KernelCtx& ctx, T* logits /* (BT,Vl) */, float*
            {writes(logits, (size_t)BT * Vl), writes(losses, (size_t)BT), reads(targets, (size_t)BT),
             reads(global_max, (size_t)BT), reads(sum_exp, (size_t)BT), reads(target_logit, (size_t)BT)},
            [=] {
-               ZERO_DISPATCH(vocab_parallel_finish_cuda(ctx, logits, losses, targets, global_max, sum_exp, target_logit,
-                                                        BT, Vl, v0, V, dloss),
-                             vocab_parallel_finish_cpu(logits, losses, targets, global_max, sum_exp, target_logit, BT,
-                                                       Vl, v0, V, dloss));
+               ZERO_TWIN(vocab_parallel_finish, logits, losses, targets, global_max, sum_exp, target_logit, BT, Vl, v0,
+                         V, dloss);
            });
 }
 
@@ -299,10 +264,8 @@ template <typename Tg, typename Tp>
 void adamw(const KernelCtx& ctx, float* master, float* m, float* v, const Tg* grad, Tp* param, size_t n,
            const AdamWStep& step, size_t full_offset) {
     launch(ctx, "adamw", sizeof(Tg), {(long)n},
-           {writes(master, n), writes(m, n), writes(v, n), reads(grad, n), writes(param, n)}, [=] {
-               ZERO_DISPATCH(adamw_cuda(ctx, master, m, v, grad, param, n, step, full_offset),
-                             adamw_cpu(master, m, v, grad, param, n, step, full_offset));
-           });
+           {writes(master, n), writes(m, n), writes(v, n), reads(grad, n), writes(param, n)},
+           [=] { ZERO_TWIN(adamw, master, m, v, grad, param, n, step, full_offset); });
 }
 
 // --- the optimizer's pieces in one launch each (ZERO_VARIANTS=fused_optimizer)
@@ -374,22 +337,20 @@ template <typename T>
 void reduce_sum(const KernelCtx& ctx, T* dst, const T* const* srcs, int nsrc, size_t n) {
     check_on(ctx.stream, "reduce_sum", {writes(dst, n)});
     for (int i = 0; i < nsrc; i++) check_on(ctx.stream, "reduce_sum", {reads(srcs[i], n)});
-    ZERO_DISPATCH(reduce_sum_cuda(ctx, dst, srcs, nsrc, n), reduce_sum_cpu(dst, srcs, nsrc, n));
+    ZERO_TWIN(reduce_sum, dst, srcs, nsrc, n);
 }
 
 // dst += src (fp32 sum, rounded once), or dst = src when overwrite
 template <typename T>
 void accumulate(const KernelCtx& ctx, T* dst, const T* src, size_t n, bool overwrite) {
-    launch(ctx, "accumulate", sizeof(T), {(long)n}, {writes(dst, n), reads(src, n)}, [=] {
-        ZERO_DISPATCH(accumulate_cuda(ctx, dst, src, n, overwrite), accumulate_cpu(dst, src, n, overwrite));
-    });
+    launch(ctx, "accumulate", sizeof(T), {(long)n}, {writes(dst, n), reads(src, n)},
+           [=] { ZERO_TWIN(accumulate, dst, src, n, overwrite); });
 }
 
 // sums (+)= losses: a step's per-token losses added up over its micro-steps (fp32)
 inline void add_loss_sums(const KernelCtx& ctx, float* sums, const float* losses, size_t n, bool first) {
-    launch(ctx, "loss_sum", 0, {(long)n}, {writes(sums, n), reads(losses, n)}, [=] {
-        ZERO_DISPATCH(accumulate_cuda(ctx, sums, losses, n, first), accumulate_cpu(sums, losses, n, first));
-    });
+    launch(ctx, "loss_sum", 0, {(long)n}, {writes(sums, n), reads(losses, n)},
+           [=] { ZERO_TWIN(accumulate, sums, losses, n, first); });
 }
 
 // ----------------------------------------------------------------------------

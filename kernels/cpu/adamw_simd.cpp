@@ -462,13 +462,8 @@ template <typename Tg, typename Tp>
 void CpuAdamW::step(float* master, float* m, float* v, const Tg* grad, Tp* param_out, size_t n, const AdamWStep& s,
                     size_t full_offset) {
     if (n == 0) return;
-    Job& j = job_;
-    j.fn = &run_chunk<Tg, Tp>;
-    j.w = master, j.m = m, j.v = v, j.g = grad, j.p = param_out;
-    j.n = n;
-    j.c = cpu_adamw_detail::make_consts(s);
-    j.off = full_offset;
-    j.nt = param_out != nullptr && n >= nt_threshold_;
+    job_ = {&run_chunk<Tg, Tp>, master, m, v, grad, param_out, n, full_offset, 0, 0, 0,
+            cpu_adamw_detail::make_consts(s), isa_, param_out != nullptr && n >= nt_threshold_, 0};
     run_job();
 }
 
@@ -483,7 +478,6 @@ ZA_STEP_ALL_TP(f16)
 void CpuAdamW::run_job() {
     Job& j = job_;
     const size_t n = j.n;
-    j.isa = isa_;
     j.align = (size_t)(((uintptr_t)j.w / sizeof(float)) & 15);
 #if ZERO_CPU_ADAMW_X86
     j.mxcsr = _mm_getcsr();

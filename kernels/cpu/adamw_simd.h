@@ -154,13 +154,10 @@ class CpuAdamW {
     // cores()[0]: the caller's nominal core (not pinned); cores()[j]: worker j; -1 = not pinned
     const std::vector<int>& cores() const { return cores_; }
 
-    // Fewest elements worth a participant (and a chunk) of their own; below
-    // 2x this a call runs on the calling thread alone. Default 4096 (~120 KB of traffic).
+    // Fewest elements worth a participant (and a chunk) of their own. Default 4096 (~120 KB of traffic).
     void set_min_per_thread(size_t n) { min_per_thread_ = n; }
     size_t min_per_thread() const { return min_per_thread_; }
-    // Calls with at least this many elements write the param copy with
-    // streaming (non-temporal) stores: no read-for-ownership of a buffer that is
-    // only written. Default 1M elements; SIZE_MAX: never.
+    // The header's streaming threshold; SIZE_MAX: never.
     void set_streaming_threshold(size_t n) { nt_threshold_ = n; }
 
    private:
@@ -186,11 +183,9 @@ class CpuAdamW {
     void run_job();
 
     // The work word: generation (upper 32 bits) | next chunk to claim (16) |
-    // number of chunks (16). Threads claim chunks of the current generation by
-    // compare-and-swap, so whoever is running does the work: a worker that the
-    // OS has not scheduled yet delays nothing but the chunk it holds. A claim
-    // can only succeed while the caller waits for that generation, so job_ is
-    // stable for whoever holds a claim.
+    // number of chunks (16), claimed as the header says. A claim can only
+    // succeed while the caller waits for that generation, so job_ is stable
+    // for whoever holds a claim.
     void publish(size_t nchunks);
     // Claims and runs chunks of generation `gen` until none is left.
     void work(uint64_t gen);

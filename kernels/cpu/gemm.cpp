@@ -310,11 +310,7 @@ struct LinePrefetcher {
     int per_step = 0;        // lines per call of step()
 
     void start(const void* p, size_t stride_, int rows_, size_t seg_, int nsteps) {
-        base = reinterpret_cast<uintptr_t>(p);
-        stride = stride_;
-        rows = rows_;
-        seg = seg_;
-        row = 0;
+        *this = {reinterpret_cast<uintptr_t>(p), stride_, rows_, seg_};  // from row 0
         set_row();
         const size_t total = (size_t)rows * (seg / 64 + 2);
         per_step = (int)std::min<size_t>(64, (total + nsteps - 1) / std::max(1, nsteps));
@@ -453,27 +449,22 @@ inline int choose_threads(int M, int N, int K) {
 #endif
 }
 
-// Work-sharing loops of the team. With Par == false there is no team (the caller
-// runs everything), and plain loops avoid any OpenMP runtime cost for small GEMMs.
-// With Par == true these are orphaned `omp for`s that bind to the team opened in
-// Gemm::run; each ends with an implicit barrier.
-template <bool Par, typename F> inline void team_for_static(int n, F&& f) {
-    if constexpr (Par) {
-#ifdef _OPENMP
-#pragma omp for schedule(static)
-#endif
+// Work-sharing loop of the team, statically or dynamically scheduled. With Par ==
+// false there is no team (the caller runs everything), and a plain loop avoids any
+// OpenMP runtime cost for small GEMMs. With Par == true it is an orphaned `omp for`
+// that binds to the team opened in Gemm::run; it ends with an implicit barrier.
+template <bool Par, bool Dynamic, typename F> inline void team_for(int n, F&& f) {
+    if constexpr (!Par) {
         for (int i = 0; i < n; ++i) f(i);
-    } else {
-        for (int i = 0; i < n; ++i) f(i);
-    }
-}
-template <bool Par, typename F> inline void team_for_dynamic(int n, F&& f) {
-    if constexpr (Par) {
+    } else if constexpr (Dynamic) {
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
         for (int i = 0; i < n; ++i) f(i);
     } else {
+#ifdef _OPENMP
+#pragma omp for schedule(static)
+#endif
         for (int i = 0; i < n; ++i) f(i);
     }
 }
@@ -558,7 +549,7 @@ template <typename TA, typename TB, typename TC> struct Gemm {
                     const int gn = std::min(kgroup, nk - p0);
 
                     // Pack the K blocks p0 .. p0+gn-1 of this B panel (shared).
-                    team_for_static<Par>(gn * ns, [&](int item) {
+                    team_for<Par, false>(gn * ns, [&](int item) {
                         const int g = item / ns, sl = item % ns;
                         const int k0 = (p0 + g) * kc_std, kc = std::min(kc_std, K - k0);
                         pack_B_sliver(transB, B, ldb, k0, kc, jc + sl * NR, std::min(NR, nc - sl * NR),
@@ -566,7 +557,7 @@ template <typename TA, typename TB, typename TC> struct Gemm {
                     });
                     // (barrier: Bp is complete)
 
-                    team_for_dynamic<Par>(ntiles, [&](int t) {
+                    team_for<Par, true>(ntiles, [&](int t) {
                         const int bm = t / nbn, bn = t % nbn;
                         const int r_begin = (int)((long long)bm * ms / nbm) * MR;
                         const int r_end = std::min(mo, (int)((long long)(bm + 1) * ms / nbm) * MR);

@@ -3,14 +3,9 @@
 // NVMe offload, disk_states.h), updated there by the CPU AdamW, with each
 // unit's reduced gradient slice brought down and its new parameters sent up
 // around it; and stage 3's parameter offload. The engine (zero_engine.h)
-// calls it from its hooks and its step. Why each path is shaped as it is:
-// zero/README.md, "Offload".
-//
-// The modes are named, never encoded in null pointers: where the states live
-// (StateHome), where stage 3's parameter slices live (ParamHome), where the
-// gradient slices add up (GradSums), whether the update is delayed (the
-// policy's delay_steps); from those and the stage, once, how gradients come
-// down (GradsDown) and how parameters go up (ParamsUp).
+// calls it from its hooks and its step. Its modes are named, never encoded
+// in null pointers; they, and why each path is shaped as it is: zero/README.md,
+// "Offload".
 #pragma once
 
 #include <cmath>
@@ -72,13 +67,8 @@ struct OptimizerConfig {
 
 // Optimizer step t's AdamW arguments (the weight decay is set per piece).
 inline AdamWStep adamw_step(const OptimizerConfig& oc, float lr, float grad_scale, int t, uint64_t rounding_seed) {
-    AdamWStep s;
-    s.lr = lr, s.beta1 = oc.beta1, s.beta2 = oc.beta2, s.eps = oc.eps, s.weight_decay = 0.0f;
-    s.grad_scale = grad_scale;
-    s.bias_correction1 = 1.0f - powf(oc.beta1, (float)t);
-    s.bias_correction2 = 1.0f - powf(oc.beta2, (float)t);
-    s.rounding_seed = rounding_seed;
-    return s;
+    return {lr, oc.beta1, oc.beta2, oc.eps, 0.0f, grad_scale, 1.0f - powf(oc.beta1, (float)t),
+            1.0f - powf(oc.beta2, (float)t), rounding_seed};
 }
 
 // Where a step's host time went, in the order the step spends it
@@ -94,35 +84,29 @@ struct OffloadTimes {
 };
 
 template <typename T>
+class RankState;
+
+template <typename T>
 class HostOptimizer {
   public:
-    // pieces: what this rank's AdamW updates; norm_pieces: its slices, and
-    // norm_counts which of them the global norm counts on this rank; keys: a
-    // unit's offset in the whole model's buffer minus its offset in `plan`
-    // (the stochastic rounding's key, zero_engine.h); master, m, v: the host
-    // states in host memory, and `disk` the rest (StateHome::Disk, from
-    // split.begin); shard: stage 3's parameter slices (on the host with
-    // ParamHome::Host).
-    HostOptimizer(const OffloadPolicy& policy, Sharded sharded_, int micro_steps_, const ShardPlan& plan_,
-                  const std::vector<ShardPiece>& pieces_, const std::vector<ShardPiece>& norm_pieces_,
-                  std::vector<char> norm_counts_, std::vector<size_t> key_shift_, float* master_, float* m_, float* v_,
-                  DiskStates* disk_, const ShardPlan::DiskSplit& split_, T* shard, MemoryAccountant& mem_, Comm& comm_,
-                  Stream comm_stream_, int cpu_threads)
-        : grads_down(!sharded_.grads || policy.sums == GradSums::Host ? GradsDown::AsReduced
+    // rank: what the rank keeps (rank_state.h): the pieces its AdamW updates,
+    // their rounding keys, the host states in host memory and on disk
+    // (StateHome::Disk, from split.begin), stage 3's parameter slices (on the
+    // host with ParamHome::Host). norm_pieces: its slices, and norm_counts
+    // which of them the global norm counts on this rank.
+    HostOptimizer(const OffloadPolicy& policy, const RankState<T>& rank_, int micro_steps,
+                  const std::vector<ShardPiece>& norm_pieces_, std::vector<char> norm_counts_, Stream comm_stream_,
+                  int cpu_threads)
+        : grads_down(!rank_.sharded.grads || policy.sums == GradSums::Host ? GradsDown::AsReduced
                      : policy.delay_steps > 0                         ? GradsDown::AtLastMicroStep
                                                                       : GradsDown::InStep),
           params_up(policy.params == ParamHome::Host ? ParamsUp::Gathered
                     : policy.delay_steps > 0         ? ParamsUp::FromHostCopy
                                                      : ParamsUp::ThroughLanding),
-          states(policy.states), sharded(sharded_), micro_steps(micro_steps_), delay_steps(policy.delay_steps),
-          plan(plan_), pieces(pieces_),
-          norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), key_shift(std::move(key_shift_)),
-          master(master_), adam_m(m_), adam_v(v_), disk(disk_), disk_buffers(policy.disk.buffers), split(split_),
-          mem(mem_), comm(comm_), comm_stream(comm_stream_),
+          states(policy.states), delay_steps(policy.delay_steps), rank(rank_), plan(rank_.plan), mem(rank_.mem),
+          norm_pieces(norm_pieces_), norm_counts(std::move(norm_counts_)), disk_buffers(policy.disk.buffers),
+          comm_stream(comm_stream_),
           cpu_adam(dry_recorder() ? nullptr : std::make_unique<CpuAdamW>(cpu_threads)) {  // (none in a dry run)
-        CHECK(policy.params == ParamHome::Device || sharded.params, "internal: parameter offload needs stage 3");
-        CHECK(policy.delay_steps == 0 || policy.params == ParamHome::Device,
-              "internal: a delayed update needs the parameters on the device");
         const size_t S = plan.shard_numel, slice = plan.largest_slice();
         const Arena H = Arena::Host;
         for (int u = 0; u < plan.num_units(); u++) unit_on_host.push_back(event_create());
@@ -130,15 +114,16 @@ class HostOptimizer {
         for (size_t i = 0; i < norm_pieces.size(); i++) norm_pieces_of_unit[norm_pieces[i].unit].push_back(i);
         host_norm_partials.assign(norm_pieces.size(), 0.0f);
         norm_taken.assign(plan.num_units(), 0);
-        if (grads_down != GradsDown::InStep) {
+        auto landing_pair = [&](T** pair, const std::string& name) {  // two host slices, name0 and name1
+            for (int k = 0; k < 2; k++)
+                pair[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, name + std::to_string(k), false);
+        };
+        if (grads_down != GradsDown::InStep)
             host_grads = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host", false);
-        } else {
-            for (int k = 0; k < 2; k++)
-                down_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_down_landing_host" + std::to_string(k), false);
-        }
-        if (grads_down == GradsDown::AsReduced && sharded.grads && micro_steps > 1)
-            for (int k = 0; k < 2; k++)
-                sum_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "grads_sum_landing_host" + std::to_string(k), false);
+        else
+            landing_pair(down_landing, "grads_down_landing_host");
+        if (grads_down == GradsDown::AsReduced && rank.sharded.grads && micro_steps > 1)
+            landing_pair(sum_landing, "grads_sum_landing_host");
         if (delay_steps > 0) {  // the next step's gradients land here while the delayed AdamW reads the last step's
             host_grads_next = mem.allocate_array<T>(S, MemKind::Grads, H, "grads_shard_host_next", false);
             delayed = std::make_unique<HostTasks>(true);
@@ -146,15 +131,14 @@ class HostOptimizer {
         }
         switch (params_up) {
             case ParamsUp::Gathered:
-                host_params = shard;
+                host_params = rank.params_shard;
                 gather_landing = mem.allocate_array<T>(3 * slice, MemKind::Params, Arena::Device, "params_gather_landing", false);
                 break;
             case ParamsUp::FromHostCopy:
                 host_params = mem.allocate_array<T>(S, MemKind::Params, H, "params_shard_host", true);
                 break;
             case ParamsUp::ThroughLanding:
-                for (int k = 0; k < 2; k++)
-                    up_landing[k] = mem.allocate_array<T>(slice, MemKind::Comm, H, "params_up_landing_host" + std::to_string(k), false);
+                landing_pair(up_landing, "params_up_landing_host");
                 break;
         }
         for (Event* pair : {sum_landed, up_read, down_ready})
@@ -340,21 +324,13 @@ class HostOptimizer {
 
   private:
     const StateHome states;
-    const Sharded sharded;
-    const int micro_steps, delay_steps;
+    const int delay_steps;
+    const RankState<T>& rank;
     const ShardPlan& plan;
-    const std::vector<ShardPiece>& pieces;
+    MemoryAccountant& mem;
     const std::vector<ShardPiece>& norm_pieces;
     const std::vector<char> norm_counts;
-    const std::vector<size_t> key_shift;
-    float* const master;
-    float* const adam_m;
-    float* const adam_v;
-    DiskStates* const disk;
-    const int disk_buffers;  // its ring
-    const ShardPlan::DiskSplit& split;
-    MemoryAccountant& mem;
-    Comm& comm;
+    const int disk_buffers;  // the disk's ring
     const Stream comm_stream;
     std::unique_ptr<CpuAdamW> cpu_adam;
     HostTasks tasks;  // the additions and the norm's sums of squares, as the slices land
@@ -411,20 +387,22 @@ class HostOptimizer {
     // master, m, v and its compute-dtype slice `out`.
     void adamw_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* g, T* out) {
         const size_t o = plan.shard_offset[u];
+        const ShardPlan::DiskSplit& split = rank.split;
         if (states != StateHome::Disk || u < split.first_unit)
-            return adamw_range(u, o, plan.slice_numel(u), master + o, adam_m + o, adam_v + o, s, oc, g, out);
+            return adamw_range(u, o, plan.slice_numel(u), rank.master + o, rank.adam_m + o, rank.adam_v + o, s, oc, g,
+                               out);
         // On disk, a tile at a time: its states come into the disk's ring (read
         // ahead while the CPU updates the tile before) and go back (written
         // behind). AdamW is element by element, so a tile's update is the
         // unit's, bit for bit. The last unit's last tile starts the reads of the
         // next step's first tiles, which then overlap its forward and backward.
         for (int t = split.first_tile[u]; t < split.first_tile[u + 1]; t++) {
-            const DiskStates::View st = disk->begin(t);
+            const DiskStates::View st = rank.disk->begin(t);
             adamw_range(u, split.begin + split.tiles[t].offset, split.tiles[t].n, st.master, st.m, st.v, s, oc, g, out);
-            disk->end(t);
+            rank.disk->end(t);
         }
         if (u == plan.num_units() - 1)
-            for (int t = 0; t < std::min(disk_buffers, disk->num_tiles()); t++) disk->prefetch(t);
+            for (int t = 0; t < std::min(disk_buffers, rank.disk->num_tiles()); t++) rank.disk->prefetch(t);
     }
 
     // The CPU AdamW of unit u's pieces within its shard offsets [a, a + n),
@@ -438,7 +416,7 @@ class HostOptimizer {
         };
         std::vector<Part> parts;
         long numel = 0;
-        for (const ShardPiece& p : pieces) {
+        for (const ShardPiece& p : rank.pieces) {
             const size_t lo = std::max(a, p.shard_offset), hi = std::min(a + n, p.shard_offset + p.numel);
             if (p.unit == u && lo < hi) parts.push_back({&p, lo, hi}), numel += (long)(hi - lo);
         }
@@ -450,7 +428,7 @@ class HostOptimizer {
                           const ShardPiece& p = *q.piece;
                           st.weight_decay = tensor_has_weight_decay(p.tensor_id) ? oc.weight_decay : 0.0f;
                           cpu_adam->step(w + (q.lo - a), m + (q.lo - a), v + (q.lo - a), g + (q.lo - o), out + (q.lo - o),
-                                         q.hi - q.lo, st, p.full_offset + key_shift[u] + (q.lo - p.shard_offset));
+                                         q.hi - q.lo, st, p.full_offset + rank.key_shift[u] + (q.lo - p.shard_offset));
                       }
                   });
     }

@@ -155,12 +155,10 @@ class RankState {
         device_copy(dst, src, bytes, ctx.stream);
         stream_sync(ctx.stream);
     }
-    void copy_to_device(void* dst, const void* src, size_t bytes) {
-        device_copy(dst, src, bytes, ctx.stream);
-        stream_sync(ctx.stream);
-    }
+    void copy_to_device(void* dst, const void* src, size_t bytes) { copy_to_host(dst, src, bytes); }
 
   protected:
+    friend class HostOptimizer<T>;  // optimizer offload: the CPU AdamW updates these states on the host
     std::vector<ShardPiece> pieces;  // what this rank's optimizer updates
     std::vector<size_t> key_shift;   // (units): the whole model's full offset minus this plan's
     T* params_full = nullptr;        // stages 0-2: (full_numel)

@@ -3,15 +3,7 @@
 // hooks around each unit (acquire_params / release_params, acquire_grads /
 // grads_done) and step() once per optimizer step; the stage decides what they
 // do, as offset arithmetic on the ShardPlan (zero/README.md: "Units, slices,
-// pieces", "A worked example", "The hooks").
-//
-//  stage | compute-dtype parameters   | gradients                       | fp32 master, m, v
-//  ------+----------------------------+---------------------------------+------------------
-//    0   | full                       | full, all-reduced per unit      | full
-//    1   | full                       | full, reduce-scattered per unit | own slices
-//    2   | full                       | a unit's slot, reduce-scattered | own slices
-//        |                            | into own slices                 |
-//    3   | own slices + gathered slots| as stage 2                      | own slices
+// pieces", "A worked example" with its table of what each stage keeps, "The hooks").
 //
 // Stages 0-1 reduce at the last micro-step, 2-3 at every one (reduce_unit);
 // stages 1-2 all-gather each updated slice after the step, stage 3 gathers
@@ -87,9 +79,8 @@ class ZeroEngine : public RankState<T> {
         if (states_on_host) {
             std::vector<char> counts;
             for (const ShardPiece& p : norm_pieces) counts.push_back(!counted_elsewhere(p));
-            host = std::make_unique<HostOptimizer<T>>(off, sharded, micro_steps, plan, pieces, norm_pieces, counts,
-                                                      key_shift, master, adam_m, adam_v, State::disk.get(), State::split,
-                                                      params_shard, mem, comm, comm_stream, cfg.cpu_threads);
+            host = std::make_unique<HostOptimizer<T>>(off, *this, micro_steps, norm_pieces, counts, comm_stream,
+                                                      cfg.cpu_threads);
         }
         allocate();
         if (!host || !host->grads_on_host())
@@ -149,13 +140,10 @@ class ZeroEngine : public RankState<T> {
         cursor++;
         if (!sharded.params) return params_full + plan.full_offset[u];
         UnitSlot<T>* slot = param_slots->holding(u);
-        if (!slot) slot = gather_params(u);
-        CHECK(slot, "internal: no free slot to gather unit %d", u);
-        stream_wait(ctx.stream, slot->ready);
-        slot->in_use = true;
+        const T* params = use_slot(slot ? slot : gather_params(u), "gather", u);
         if (cursor < visits.size() && !param_slots->holding(visits[cursor]) && param_slots->vacant_for(visits[cursor]))
             gather_params(visits[cursor]);  // prefetch the next visit
-        return slot->ptr;
+        return params;
     }
 
     void release_params(int u) {
@@ -275,11 +263,7 @@ class ZeroEngine : public RankState<T> {
             stream_wait(ctx.stream, comm_done);  // stages 1-2: peers' slices arrive by the post-step all-gather
             return params_full + plan.full_offset[u];
         }
-        UnitSlot<T>* slot = gather_params(u);
-        CHECK(slot, "internal: no free slot to export unit %d", u);
-        stream_wait(ctx.stream, slot->ready);
-        slot->in_use = true;
-        return slot->ptr;
+        return use_slot(gather_params(u), "export", u);
     }
     void release_params_after_export(int u) {
         if (!sharded.params) return;
@@ -449,6 +433,15 @@ class ZeroEngine : public RankState<T> {
         mem.set_live(slot->ptr, true);
         at_unit(outer);
         return slot;
+    }
+
+    // Stage 3: unit u's gathered parameters in `slot` (null: none was free to `what` it
+    // into), handed out on the compute stream.
+    const T* use_slot(UnitSlot<T>* slot, const char* what, int u) {
+        CHECK(slot, "internal: no free slot to %s unit %d", what, u);
+        stream_wait(ctx.stream, slot->ready);
+        slot->in_use = true;
+        return slot->ptr;
     }
 
     // A slot's contents are no longer needed once `s` gets here.

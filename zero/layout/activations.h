@@ -68,15 +68,6 @@ struct LayerActs {
     T* residual3;                // (B, T, C)  the layer's output
 };
 
-// How many copies of each per-layer buffer exist: L (the stage's layers), or 1 when recomputed.
-struct ActivationPlan {
-    int copies_main;   // ln1.. fch: L, or 1 with recompute 2
-    int copies_gelu;   // fch_gelu: L, or 1 with recompute >= 1
-    static ActivationPlan of(int L, int recompute) {
-        return {recompute >= 2 ? 1 : L, recompute >= 1 ? 1 : L};
-    }
-};
-
 template <typename T>
 class Activations {
   public:
@@ -91,11 +82,10 @@ class Activations {
         CHECK(!sp || maxBT % tp == 0, "internal: sequence parallelism needs B*T divisible by the tensor group");
         CHECK(!partitioned || maxBT % tp == 0, "internal: partitioned checkpoints need B*T divisible by the group");
         CHECK(!offload_outputs || recompute == 2, "activation offload needs -r 2 (only layer outputs are kept)");
-        plan = ActivationPlan::of(L, recompute);
         size_t BT = maxBT, C = cfg.channels, Vp = cfg.padded_vocab_size;
         size_t Cl_ = Cl, NH = NHl, Vl = Vp / tp;  // t-local widths
         size_t R = rows(BT);                        // rows of the residual stream held here
-        size_t cm = plan.copies_main, cg = plan.copies_gelu, co = cycling() ? 2 : L;
+        size_t cm = copies_main(), cg = copies_gelu(), co = cycling() ? 2 : L;
         size_t kept = saved_rows(BT);  // rows of each saved layer output kept
         size_t ends = last ? 1 : 0;  // the final layernorm, the LM head and the loss: the last stage's
         // saved activations, in one allocation per slot
@@ -143,7 +133,9 @@ class Activations {
     const bool first, last;  // the pipeline stage holds the embeddings / the final layernorm and LM head
     const int L;             // the layers of the stage
     const int slots;         // micro-batches whose activations it can hold at once
-    ActivationPlan plan;
+    // copies of each per-layer buffer: L (the stage's layers), or 1 where recomputed
+    int copies_main() const { return recompute >= 2 ? 1 : L; }  // ln1 .. fch
+    int copies_gelu() const { return recompute >= 1 ? 1 : L; }  // fch_gelu
 
     // saved by forward (per layer: L copies, or fewer with recomputation; see layer())
     T* encoded;          // (B, T, C)
@@ -190,7 +182,7 @@ class Activations {
     // all layers (recompute) are the same pointers for every l.
     LayerActs<T> layer(int l, size_t BT) const {
         size_t C = cfg.channels, NH = NHl, Cs = Cl;  // Cs: width of the split buffers
-        size_t m = plan.copies_main == 1 ? 0 : l, g = plan.copies_gelu == 1 ? 0 : l, R = rows(BT);
+        size_t m = copies_main() == 1 ? 0 : l, g = copies_gelu() == 1 ? 0 : l, R = rows(BT);
         float *ln1_mean = ln1_stats + m * 2 * R, *ln2_mean = ln2_stats + m * 2 * R;  // each followed by its rstd
         return {ln1 + m * BT * C, ln1_mean, ln1_mean + R,
                 qkv + m * BT * 3 * Cs, atty + m * BT * Cs, att_lse + m * NH * BT,

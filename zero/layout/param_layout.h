@@ -234,15 +234,13 @@ struct ParamLayout {
 // otherwise one line saying what does not divide.
 inline std::string tensor_parallel_error(const GPT2Config& c, int t) {
     if (t < 1) return "--tp must be at least 1 (got " + std::to_string(t) + ")";
-    if (c.num_heads % t != 0)
-        return "--tp " + std::to_string(t) + " does not divide the " + std::to_string(c.num_heads) +
-               " attention heads (each tensor-parallel rank computes whole heads)";
-    if ((4 * c.channels) % t != 0)
-        return "--tp " + std::to_string(t) + " does not divide the MLP's 4C = " + std::to_string(4 * c.channels) +
-               " hidden features";
-    if (c.padded_vocab_size % t != 0)
-        return "--tp " + std::to_string(t) + " does not divide the padded vocabulary of " +
-               std::to_string(c.padded_vocab_size) + " rows";
+    const struct { int n; const char *before, *after; } cuts[] = {  // what a rank holds whole pieces of
+        {c.num_heads, "the ", " attention heads (each tensor-parallel rank computes whole heads)"},
+        {4 * c.channels, "the MLP's 4C = ", " hidden features"},
+        {c.padded_vocab_size, "the padded vocabulary of ", " rows"}};
+    for (const auto& cut : cuts)
+        if (cut.n % t != 0)
+            return "--tp " + std::to_string(t) + " does not divide " + cut.before + std::to_string(cut.n) + cut.after;
     ParamLayout layout(c, t);
     for (int s = 0; s < NUM_PARAM_TENSORS; s++) {
         std::string err = tp_shape_error(layout.tp_shape(s), t, param_tensor_name(s));

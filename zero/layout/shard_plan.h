@@ -136,28 +136,21 @@ struct ShardPlan {
 
     // The pieces of every tensor that rank r owns, in shard order. Padding is in
     // no piece, so it is never updated and stays zero.
-    std::vector<ShardPiece> pieces_of_rank(int r) const {
-        std::vector<ShardPiece> out;
-        for (int u = 0; u < num_units(); u++) {
-            size_t begin = (size_t)r * slice_numel(u), end = begin + slice_numel(u);
-            for (const TensorSpec& t : units[u].tensors) {
-                size_t lo = std::max(begin, t.offset_in_unit), hi = std::min(end, t.offset_in_unit + t.numel);
-                if (lo >= hi) continue;
-                out.push_back({u, t.id, t.layer, full_offset[u] + lo, shard_offset[u] + (lo - begin), hi - lo});
-            }
-        }
-        return out;
-    }
-
+    std::vector<ShardPiece> pieces_of_rank(int r) const { return pieces_of(r); }
     // Every tensor's whole extent in the full buffer (what stage 0 updates: a DDP
     // rank owns everything). shard_offset equals full_offset here.
-    std::vector<ShardPiece> pieces_full() const {
+    std::vector<ShardPiece> pieces_full() const { return pieces_of(-1); }
+    // r >= 0: rank r's pieces; -1: the whole units' (each unit one slice, at its full offset)
+    std::vector<ShardPiece> pieces_of(int r) const {
         std::vector<ShardPiece> out;
-        for (int u = 0; u < num_units(); u++)
+        for (int u = 0; u < num_units(); u++) {
+            size_t begin = r < 0 ? 0 : (size_t)r * slice_numel(u), end = r < 0 ? padded[u] : begin + slice_numel(u);
+            size_t at = r < 0 ? full_offset[u] : shard_offset[u];  // where the slice starts
             for (const TensorSpec& t : units[u].tensors) {
-                size_t off = full_offset[u] + t.offset_in_unit;
-                out.push_back({u, t.id, t.layer, off, off, t.numel});
+                size_t lo = std::max(begin, t.offset_in_unit), hi = std::min(end, t.offset_in_unit + t.numel);
+                if (lo < hi) out.push_back({u, t.id, t.layer, full_offset[u] + lo, at + (lo - begin), hi - lo});
             }
+        }
         return out;
     }
 

@@ -202,21 +202,19 @@ struct GPT2 {
         size_t mine = row0() * C;
         T* dres = acts.dresidual;  // (B,T,C); with sp this rank's rows are those at `mine`
         T* dbtc = acts.dbtc;
-        T* dqkv = acts.dqkv;
-        T* dfch = acts.dfch;
         if (acts.recompute == 1) gelu_forward(ctx, a.fch_gelu, a.fch, BT() * 4 * Cl);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         tp_gather(dres);  // the row-parallel layer's output gradient, every row
-        matmul_backward(ctx, dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * Cl, C, a.fch);
-        matmul_backward(ctx, dbtc, g.fcw, g.fcb, dfch, a.ln2, p.fcw, BT(), C, 4 * Cl, (const T*)nullptr);
+        matmul_backward(ctx, acts.dfch, g.fcprojw, g.fcprojb, dres, a.fch_gelu, p.fcprojw, BT(), 4 * Cl, C, a.fch);
+        matmul_backward(ctx, dbtc, g.fcw, g.fcb, acts.dfch, a.ln2, p.fcw, BT(), C, 4 * Cl, (const T*)nullptr);
         tp_reduce(dbtc);  // d(ln2): every rank's hidden features contribute
         layernorm_backward_rows(dres + mine, g.ln2w, g.ln2b, dbtc + mine, a.residual2, p.ln2w, a.ln2_mean,
                                 a.ln2_rstd);
         // residual2 = x + attproj(attention(qkv(ln1)))
         tp_gather(dres);
         matmul_backward(ctx, dbtc, g.attprojw, g.attprojb, dres, a.atty, p.attprojw, BT(), Cl, C, (const T*)nullptr);
-        attention_backward(ctx, dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, Cl, NHl);
-        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, dqkv, a.ln1, p.qkvw, BT(), C, 3 * Cl, (const T*)nullptr);
+        attention_backward(ctx, acts.dqkv, dbtc, a.qkv, a.atty, a.att_lse, B, T_, Cl, NHl);
+        matmul_backward(ctx, dbtc, g.qkvw, g.qkvb, acts.dqkv, a.ln1, p.qkvw, BT(), C, 3 * Cl, (const T*)nullptr);
         tp_reduce(dbtc);  // d(ln1): every rank's heads contribute
         layernorm_backward_rows(dres + mine, g.ln1w, g.ln1b, dbtc + mine, x, p.ln1w, a.ln1_mean, a.ln1_rstd);
     }
