@@ -37,8 +37,8 @@ inline CommandRun run_logged(const std::string& command, const std::string& log_
 // "[3/8] WHAT; about 3 min left": the progress line once `done` of `total` runs took `elapsed` seconds.
 inline std::string progress_line(int done, int total, double elapsed, const std::string& what) {
     const std::string line = fmt("[%.0f/%.0f] ", done, total) + what;
-    const double left = elapsed / done * (total - done);
     if (done >= total) return line;
+    const double left = elapsed / done * (total - done);
     return line + (left < 90 ? fmt("; about %.0f s left", left) : fmt("; about %.0f min left", left / 60));
 }
 
