@@ -146,14 +146,9 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
     using namespace manifest_detail;
     m = CheckpointManifest{};
     if (text.size() > MANIFEST_MAX_BYTES) return why = "the manifest is too large", false;
-    std::vector<std::string> lines;
-    size_t pos = 0;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) return why = "the manifest is cut short (no final newline)", false;
-        lines.push_back(text.substr(pos, eol - pos));
-        pos = eol + 1;
-    }
+    std::vector<std::string> lines = split_at(text, '\n');
+    if (!lines.back().empty()) return why = "the manifest is cut short (no final newline)", false;
+    lines.pop_back();  // (the empty piece after the final newline)
     if (lines.empty() || lines[0] != MANIFEST_FIRST_LINE) return why = "not a checkpoint manifest of ours", false;
     if (lines.back() != "end") return why = "the manifest is cut short (no 'end' line)", false;
     bool seen[8] = {};  // the identity's facts, each once

@@ -77,8 +77,5 @@ inline GPT2Config gpt2_config_from_descriptor(const std::string& desc) {
 }
 
 inline std::string describe_config(const GPT2Config& c) {
-    char buf[160];
-    snprintf(buf, sizeof(buf), "L=%d,H=%d,C=%d,V=%d,T=%d", c.num_layers, c.num_heads, c.channels, c.vocab_size,
-             c.max_seq_len);
-    return buf;
+    return strf("L=%d,H=%d,C=%d,V=%d,T=%d", c.num_layers, c.num_heads, c.channels, c.vocab_size, c.max_seq_len);
 }

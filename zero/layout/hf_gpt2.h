@@ -191,8 +191,5 @@ inline void write_hf_gpt2(const std::string& dir, const ParamLayout& layout,
         }
     }
     w.write(dir + "/model.safetensors");
-    AtomicFile cfg(dir + "/config.json");
-    const std::string json = hf_config_json(layout.cfg);
-    cfg.write(json.data(), json.size());
-    cfg.commit();
+    write_file_atomically(dir + "/config.json", hf_config_json(layout.cfg));
 }

@@ -107,9 +107,8 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
         HomeworkResult h{c.name, s.config_dir + "/" + c.file};
         std::string run_dir = dir + "/runs/homework_" + std::string(c.file).substr(0, strlen(c.file) - 5);
         run_logged("rm -rf '" + run_dir + "'", "/dev/null");
-        char cmd[1024];
-        snprintf(cmd, sizeof(cmd),
-                 "%s -e %s -t %d --ranks %d -x %d -v 0 -s 0 -n -1 --mem_report 1 -o %s %s --deepspeed_config %s",
+        const std::string cmd =
+            strf("%s -e %s -t %d --ranks %d -x %d -v 0 -s 0 -n -1 --mem_report 1 -o %s %s --deepspeed_config %s",
                  s.trainer.c_str(), s.model.c_str(), s.seq_len, s.ranks, s.steps, run_dir.c_str(), s.flags.c_str(),
                  h.file.c_str());
         CommandRun r = run_logged(cmd, run_dir + ".log");

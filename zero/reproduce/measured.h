@@ -92,9 +92,8 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
 
             std::string run_dir = dir + "/runs/memory_z" + std::to_string(z) + "_n" + std::to_string(N);
             run_logged("rm -rf '" + run_dir + "'", "/dev/null");
-            char cmd[1024];
-            snprintf(cmd, sizeof(cmd),
-                     "%s -e %s -p %s -b %d -t %d --ranks %d -z %d -x 1 -v 0 -s 0 -n -1 --mem_report 1 -o %s %s",
+            const std::string cmd =
+                strf("%s -e %s -p %s -b %d -t %d --ranks %d -z %d -x 1 -v 0 -s 0 -n -1 --mem_report 1 -o %s %s",
                      s.trainer.c_str(), s.model.c_str(), s.precision.c_str(), s.micro_batch, s.seq_len, N, z,
                      run_dir.c_str(), s.flags.c_str());
             CommandRun r = run_logged(cmd, run_dir + ".log");

@@ -53,9 +53,8 @@ inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir,
     BubbleRun b{P, m, schedule};
     b.dir = dir + "/runs/pipeline_" + schedule + "_p" + std::to_string(P) + "_m" + std::to_string(m);
     run_logged("rm -rf '" + b.dir + "'", "/dev/null");
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "%s -e %s -i %s -j '' -b %d -t %d -d %d -x %d -z 1 --ranks %d --pp %d --pp_schedule %s -v 0 -s 0 -n -1 "
+    const std::string cmd =
+        strf("%s -e %s -i %s -j '' -b %d -t %d -d %d -x %d -z 1 --ranks %d --pp %d --pp_schedule %s -v 0 -s 0 -n -1 "
              "-o %s",
              s.trainer.c_str(), s.model.c_str(), tokens.c_str(), s.micro_batch, s.seq_len,
              s.micro_batch * s.seq_len * m, s.steps, P, P, schedule.c_str(), b.dir.c_str());
