@@ -13,6 +13,7 @@
 //   zero/run/dry_run.h          the same step recorded instead of run: memory and step time at any scale
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -235,12 +236,14 @@ void run_world(const TrainOptions& o, const RunSetup& run) {
 
 int main(int argc, char** argv) {
     setvbuf(stdout, nullptr, _IOLBF, 0);  // every line out at once, even into a file: a killed run loses none
+    signal(SIGXFSZ, SIG_IGN);  // past a file-size limit (ulimit -f) a write fails with its reason (EFBIG), no kill
     variant_bits();                       // ZERO_VARIANTS checked before anything (zero/base/variants.h)
     TrainOptions o;
     if (!parse_flags(argc, argv, o)) {
         print_usage(argv[0]);
         return 0;
     }
+    check_trace_flags(o);  // (zero/run/step_trace.h)
     if (o.params != 0) {  // a raw parameter count: the paper's model states, any model
         CHECK(o.estimate, "--params is for --estimate 1 (model states of a model of that many parameters)");
         print_model_state_estimate(o, stdout);

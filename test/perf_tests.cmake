@@ -11,3 +11,5 @@ zero_test(NAME perf_model SOURCES test_perf_model.cpp LABELS cpu perf)
 # --trace: a dry run's predicted step and a real run's captured one, read back as a viewer reads them
 # (test_trace.cpp)
 zero_test(NAME trace SOURCES test_trace.cpp ARGS ${CPU_TRAINER} LABELS cpu perf)
+# --trace in Chromium's own DevTools, where Chromium and playwright-core are installed (skipped elsewhere)
+zero_script_test(NAME trace_browser COMMAND sh "${REPO_ROOT}/test/test_trace_browser.sh" ${CPU_TRAINER} LABELS browser)

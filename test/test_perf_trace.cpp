@@ -29,9 +29,9 @@
 namespace {
 
 // Everything the step-time model reads of an op, as --trace writes it.
-std::string describe(const std::string& name, const std::string& kind, int lane, const std::string& group,
+std::string describe(const std::string& name, const std::string& kind, const std::string& lane, const std::string& group,
                      uint64_t bytes, const std::string& shape, int peer, int unit, const std::vector<int>& after) {
-    std::string d = name + " (" + kind + ") on the " + lane_name((Lane)lane);
+    std::string d = name + " (" + kind + ") on the " + lane;
     if (!group.empty()) d += ", group " + group;
     d += ", " + std::to_string(bytes) + " bytes, shape " + shape + ", peer " + std::to_string(peer) + ", unit " +
          std::to_string(unit) + ", after";
@@ -50,7 +50,7 @@ std::vector<std::string> dry_step(const std::vector<StepOp>& ops) {
         for (int a : op.after)
             if (a >= first) after.push_back(a - first);
         std::string shape = StepOp::op_key("", op.dims);
-        out.push_back(describe(op.name, op_kind_name(op.kind), (int)op.lane, op.group, op.bytes,
+        out.push_back(describe(op.name, op_kind_name(op.kind), lane_name(op.lane), op.group, op.bytes,
                                shape.empty() ? shape : shape.substr(1), op.peer, op.unit, after));
     }
     return out;
@@ -67,7 +67,7 @@ std::map<int, std::vector<std::string>> traced_steps(const std::string& path) {
         std::vector<int> after;
         for (const JsonValue& w : a.find("after")->as_array()) after.push_back((int)w.as_integer());
         by_op[(int)e.find("pid")->as_integer()][(int)a.find("op")->as_integer()] =
-            describe(e.find("name")->as_string(), e.find("cat")->as_string(), (int)e.find("tid")->as_integer(),
+            describe(e.find("name")->as_string(), a.find("kind")->as_string(), a.find("lane")->as_string(),
                      a.find("group")->as_string(), (uint64_t)a.find("bytes")->as_integer(),
                      a.find("shape")->as_string(), (int)a.find("peer")->as_integer(),
                      (int)a.find("unit")->as_integer(), after);

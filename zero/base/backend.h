@@ -249,12 +249,12 @@ class OpClock : public OpStamps {
 
     void begin(int op, const void* stream) override { stamp(op, stream, 0); }
     void end(int op, const void* stream) override { stamp(op, stream, 1); }
-    void span(int op, double start_s, double end_s) override {
+    void span(int op, double start_s, double end_s, int place) override {
         std::lock_guard<std::mutex> lock(mu);
-        grow(op), at[0][op] = start_s, at[1][op] = end_s;
+        grow(op), at[0][op] = start_s, at[1][op] = end_s, places[op] = place;
     }
-    // op i's start and end (NaN: never stamped), once every stamped op is done
-    void read(std::vector<double>& start, std::vector<double>& end) {
+    // op i's start and end (NaN: never stamped) and place (-1: none), once every stamped op is done
+    void read(std::vector<double>& start, std::vector<double>& end, std::vector<int>& place) {
 #ifdef ZERO_CUDA
         cudaCheck(cudaDeviceSynchronize());
         for (auto& e : events) {
@@ -264,20 +264,21 @@ class OpClock : public OpStamps {
         }
 #endif
         std::lock_guard<std::mutex> lock(mu);
-        start = at[0], end = at[1];
+        start = at[0], end = at[1], place = places;
     }
     static double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
   private:
     std::mutex mu;
     std::vector<double> at[2];  // start, end of each op
+    std::vector<int> places;    // each op's place, where span() gave one
     double origin_s = 0;
 #ifdef ZERO_CUDA
     cudaEvent_t origin{};  // when origin_s was, on the device
     std::map<std::pair<int, int>, cudaEvent_t> events;  // (op, 0 start / 1 end)
 #endif
     void grow(int op) {
-        if ((int)at[0].size() <= op) at[0].resize(op + 1, NAN), at[1].resize(op + 1, NAN);
+        if ((int)at[0].size() <= op) at[0].resize(op + 1, NAN), at[1].resize(op + 1, NAN), places.resize(op + 1, -1);
     }
     void stamp(int op, const void* stream, int which) {
 #ifdef ZERO_CUDA

@@ -182,13 +182,13 @@ struct AtomicFile {
     explicit AtomicFile(const std::string& final_path) : path(final_path), tmp(final_path + ".tmp") {
         f = open_file(tmp, "wb");
     }
-    void write(const void* src, size_t bytes) { write_exact(f, src, bytes, tmp); }
+    void write(const void* src, size_t bytes) { done(fwrite(src, 1, bytes, f) == bytes, "write"); }
     void write_at(size_t offset, const void* src, size_t bytes) {
-        seek_to(f, offset, tmp);
-        write_exact(f, src, bytes, tmp);
+        done(fseeko(f, (off_t)offset, SEEK_SET) == 0, "seek in");
+        write(src, bytes);
     }
     void commit() {
-        CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, "cannot flush %s: %s", tmp.c_str(), strerror(errno));
+        done(fflush(f) == 0 && fsync(fileno(f)) == 0, "flush");
         fclose(f);
         f = nullptr;
         CHECK(rename(tmp.c_str(), path.c_str()) == 0, "cannot rename %s to %s: %s", tmp.c_str(), path.c_str(),
@@ -199,6 +199,13 @@ struct AtomicFile {
             fclose(f);
             unlink(tmp.c_str());
         }
+    }
+    // A failed write ends the run, the half-written file removed first (fail() runs no destructor).
+    void done(bool ok, const char* what) {
+        if (ok) return;
+        const int error = errno;
+        fclose(f), f = nullptr, unlink(tmp.c_str());
+        fail("cannot %s %s: %s", what, tmp.c_str(), strerror(error));
     }
 };
 

@@ -21,6 +21,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -91,3 +92,14 @@ JsonValue parse_json_file(const std::string& path);
 
 // Appends code point cp to out as UTF-8 (cp must be a valid scalar value).
 void append_utf8(std::string& out, uint32_t cp);
+
+// `s` as a JSON string, quoted, with what JSON must escape escaped (a file path may hold `"` or `\`).
+inline std::string json_quoted(const std::string& s) {
+    std::string q = "\"";
+    for (unsigned char c : s) {
+        char hex[8];
+        snprintf(hex, sizeof hex, "\\u%04x", c);
+        q += c == '"' || c == '\\' ? std::string("\\") + (char)c : c < 0x20 ? std::string(hex) : std::string(1, (char)c);
+    }
+    return q + "\"";
+}

@@ -130,7 +130,9 @@ struct OpStamps {
     virtual ~OpStamps() = default;
     virtual void begin(int op, const void* stream) = 0;
     virtual void end(int op, const void* stream) = 0;
-    virtual void span(int op, double start_s, double end_s) = 0;  // stamped by another thread (the disk's)
+    // stamped by another thread (the disk's: `place` its ring buffer) or after the fact (an emulated pipeline's
+    // sends and receives)
+    virtual void span(int op, double start_s, double end_s, int place = -1) = 0;
 };
 
 class OpRecorder {

@@ -17,7 +17,8 @@
 //     thread has reached its own (the k-th meets every rank's k-th).
 // Rules a run may add: synchronous (the CPU build: every lane but the disk's is
 // the thread), data collectives on the compute lane (software that does not
-// overlap them), and shared cores (the CPU build's emulated ranks: while k
+// overlap them; the ops after one on its own stream still wait for it, as a
+// stream runs in order), and shared cores (the CPU build's emulated ranks: while k
 // ranks' threads are busy each runs at min(1, capacity / (k x ranks_per_list))
 // of its speed; a rank waiting for a receive, a reduction or the disk leaves
 // its share to the others).
@@ -26,6 +27,8 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "zero/base/ops.h"
@@ -42,14 +45,25 @@ struct Timeline {
     std::vector<std::vector<double>> start, end;  // per list, per op
     std::vector<std::vector<double>> step_end;    // per list: the thread's time at the end of each step
     std::vector<double> busy;                     // per list: its compute lane's time in its last step
+    std::vector<std::vector<Lane>> lane;          // per list, per op: the lane it ran on (the rules' choice)
+    LayoutRules rules;                            // the rules it was laid out by
 };
+
+// What runs a timeline's lanes, in words (a trace says it).
+inline std::string lanes_in_words(const LayoutRules& rules) {
+    if (rules.synchronous) return "every lane but the disk's is the rank's thread: one op at a time, in list order";
+    return std::string("each lane runs by itself (device streams, host threads)") +
+           (rules.overlap_data ? "" : "; the data group's collectives on the compute stream (software that does not "
+                                      "overlap them with compute)");
+}
 
 inline Timeline lay_out(const std::vector<const std::vector<StepOp>*>& lists, const std::vector<std::vector<double>>& dur,
                         const LayoutRules& rules = {}) {
     const int P = (int)lists.size();
     const double NONE = -1;
     Timeline tl;
-    tl.start.resize(P), tl.end.resize(P), tl.step_end.resize(P), tl.busy.assign(P, 0.0);
+    tl.rules = rules;
+    tl.start.resize(P), tl.end.resize(P), tl.step_end.resize(P), tl.busy.assign(P, 0.0), tl.lane.resize(P);
     struct Rank {
         size_t next = 0;                        // the thread's next op to issue
         std::deque<int> queued[NUM_LANES];      // issued, not started
@@ -66,17 +80,26 @@ inline Timeline lay_out(const std::vector<const std::vector<StepOp>*>& lists, co
         if (!rules.overlap_data && op.group == "data" && op.collective() && op.kind != OpKind::Scalar) return Lane::Compute;
         return op.lane;
     };
+    std::vector<std::vector<int>> stream_before(P);  // per op: the op before it on its own stream (-1: none)
     for (int s = 0; s < P; s++) {
         const size_t n = lists[s]->size();
+        int last[NUM_LANES];
+        std::fill(last, last + NUM_LANES, -1);
+        for (size_t i = 0; i < n; i++) {
+            const StepOp& op = (*lists[s])[i];
+            tl.lane[s].push_back(lane_of(op));
+            stream_before[s].push_back(op.lane == Lane::Host ? -1 : std::exchange(last[(int)op.lane], (int)i));
+        }
         tl.start[s].assign(n, NONE), tl.end[s].assign(n, NONE);
         r[s].left = dur[s], r[s].issued.assign(n, NONE);
         std::fill(r[s].running, r[s].running + NUM_LANES, -1);
     }
     double t = 0;
-    auto ready = [&](int s, int i) {  // its waits have ended, and a receive's send has started
+    auto ready = [&](int s, int i) {  // its waits and its stream's op before it have ended; a receive's send has started
         const StepOp& op = (*lists[s])[i];
         for (int a : op.after)
             if (tl.end[s][a] == NONE) return false;
+        if (const int b = stream_before[s][i]; b >= 0 && tl.end[s][b] == NONE) return false;
         return op.kind != OpKind::Recv || received[{op.peer, s}] < (int)sent[{op.peer, s}].size();
     };
     auto start = [&](int s, int i, Lane lane) {
@@ -99,7 +122,7 @@ inline Timeline lay_out(const std::vector<const std::vector<StepOp>*>& lists, co
                 const std::vector<StepOp>& ops = *lists[s];
                 while (k.next < ops.size() && k.running[(int)Lane::Host] < 0) {  // the thread issues
                     const int i = (int)k.next;
-                    const Lane lane = lane_of(ops[i]);
+                    const Lane lane = tl.lane[s][i];
                     if (lane != Lane::Host) {
                         k.queued[(int)lane].push_back(i), k.issued[i] = t, k.next++, changed = true;
                         continue;
@@ -154,7 +177,7 @@ inline Timeline lay_out(const std::vector<const std::vector<StepOp>*>& lists, co
                 continue;
             }
             // the thread's time when it has passed op i: a host op's end, else when it issued it
-            const double passed = lane_of(ops[i]) == Lane::Host ? tl.end[s][i] : r[s].issued[i];
+            const double passed = tl.lane[s][i] == Lane::Host ? tl.end[s][i] : r[s].issued[i];
             if (i + 1 == ops.size() || ops[i + 1].step != ops[i].step) tl.step_end[s].push_back(passed);
             if (ops[i].lane == Lane::Compute && ops[i].step == ops.back().step)
                 tl.busy[s] += tl.end[s][i] - tl.start[s][i];

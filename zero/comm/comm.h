@@ -133,8 +133,7 @@ class Comm {
     void group_end() {
         run_group_end();
         grouping = false;
-        if (OpRecorder* r = tl_recorder; r && r->stamps)  // a traced op of the group ends as the group does
-            for (const auto& [op, s] : grouped) r->stamps->end(op, s);
+        flush_p2p_stamps();
     }
 
     // A sub-communicator, as ncclCommSplit makes one: every rank of this one
@@ -158,10 +157,20 @@ class Comm {
     virtual void run_recv(void* buf, size_t bytes, int peer, Stream s) = 0;
     virtual void run_group_start() = 0;
     virtual void run_group_end() = 0;
+    // A traced step's k-th send or receive of the group just run (the recorder's op `op`, on stream s): by
+    // default it ends as the group does (NCCL runs a group's operations together); a backend that timed
+    // each one says when it ran.
+    virtual void stamp_p2p(OpStamps& stamps, size_t k, int op, Stream s) { stamps.end(op, s), (void)k; }
 
   private:
     bool grouping = false;                        // between group_start() and group_end()
-    std::vector<std::pair<int, Stream>> grouped;  // the group's recorded ops and their streams
+    std::vector<std::pair<int, Stream>> grouped;  // the group's recorded sends and receives and their streams
+
+    void flush_p2p_stamps() {
+        if (OpRecorder* r = tl_recorder; r && r->stamps)
+            for (size_t k = 0; k < grouped.size(); k++) stamp_p2p(*r->stamps, k, grouped[k].first, grouped[k].second);
+        grouped.clear();
+    }
 
     // One op of the step on stream s: checked, recorded, then run (by the
     // backend: its own streams, events and copies are not the step's ops).
@@ -176,7 +185,9 @@ class Comm {
             NotRecorded backend_own;
             run();
         }, nullptr, false);
-        if (grouping && tl_recorder) grouped.push_back({(int)tl_recorder->ops.size() - 1, s});
+        if (peer < 0 || !tl_recorder) return;
+        grouped.push_back({(int)tl_recorder->ops.size() - 1, s});
+        if (!grouping) flush_p2p_stamps();  // (run as it was posted)
     }
     double scalar(double x, double (*reduce)(double, double)) {
         StepOp op = step_op(OpKind::Scalar, Lane::Host);

@@ -160,6 +160,13 @@ class EmulatedComm : public Comm {
     }
 
     void run_group_start() override { grouped = true; }
+#ifndef ZERO_CUDA
+    // The CPU build's each send and receive as it ran: a send from its post until its peer had copied it, a
+    // receive from when its message was there until it had copied it (not before the send: its arrow holds)
+    void stamp_p2p(OpStamps& stamps, size_t k, int op, Stream) override {
+        stamps.span(op, spans[k].first, spans[k].second);
+    }
+#endif
     void run_group_end() override {
         NotRecorded backend_own;  // (the step's sends and receives were recorded as posted)
         grouped = false;
@@ -201,6 +208,7 @@ class EmulatedComm : public Comm {
         Stream s;
     };
     std::vector<P2POp> pending;  // the open group's operations
+    std::vector<std::pair<double, double>> spans;  // when each ran (OpClock's seconds), for a traced step
     bool grouped = false;
 
     void post(const P2POp& op) {
@@ -229,8 +237,10 @@ class EmulatedComm : public Comm {
     // in one group never wait on each other.
     void run_point_to_point() {
         std::vector<std::pair<std::shared_ptr<EmulatedWorld::Message>, const P2POp*>> posted;
+        spans.assign(pending.size(), {NAN, NAN});
         for (const P2POp& op : pending) {
             if (!op.send) continue;
+            spans[&op - pending.data()].first = OpClock::now();
             auto msg = std::make_shared<EmulatedWorld::Message>();
             msg->data = op.buf, msg->bytes = op.bytes, msg->ready = event_create(), msg->done = event_create();
             event_record(msg->ready, op.s);
@@ -251,6 +261,8 @@ class EmulatedComm : public Comm {
                 msg = channel.front();
                 channel.pop_front();
             }
+            std::pair<double, double>& span = spans[&op - pending.data()];
+            span.first = OpClock::now();
             CHECK(msg->bytes == op.bytes, "internal: rank %d receives %zu bytes from rank %d, which sent %zu", rank,
                   op.bytes, op.peer, msg->bytes);
             stream_wait(op.s, msg->ready);
@@ -261,6 +273,7 @@ class EmulatedComm : public Comm {
                 msg->taken = true;
             }
             shared.p2p_cv.notify_all();
+            span.second = OpClock::now();
         }
         for (auto& sent : posted) {
             const std::shared_ptr<EmulatedWorld::Message>& msg = sent.first;
@@ -269,6 +282,7 @@ class EmulatedComm : public Comm {
                 std::unique_lock<std::mutex> lock(shared.p2p_mu);
                 p2p_wait(lock, [&] { return msg->taken; }, "send", op->bytes, op->peer);
             }
+            spans[op - pending.data()].second = OpClock::now();
             stream_wait(op->s, msg->done);  // not before the peer's copy: the caller may reuse the buffer
             event_destroy(msg->ready);
             event_destroy(msg->done);

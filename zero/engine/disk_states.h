@@ -36,7 +36,6 @@
 #include <vector>
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -268,7 +267,7 @@ class DiskStates {
     }
     // A job's last request is done (the lock held): a buffer's next state.
     void finished(int job) {
-        if (job_op[job] >= 0) stamps->span(job_op[job], job_start[job], OpClock::now());
+        if (job_op[job] >= 0) stamps->span(job_op[job], job_start[job], OpClock::now(), job);
         if (job < cfg.buffers) {
             Slot& s = slots[job];
             if (s.use == Use::Reading) s.use = Use::Ready;
@@ -365,8 +364,6 @@ class DiskStates {
         CHECK(S_ISDIR(st.st_mode), "the optimizer states' directory %s is not a directory", dir);
         CHECK(access(dir, W_OK | X_OK) == 0, "the optimizer states' directory %s is not writable: %s", dir,
               strerror(errno));
-        // a file-size limit (ulimit -f) then fails a write with EFBIG, reported below, instead of killing the run
-        signal(SIGXFSZ, SIG_IGN);
         const int flags = O_RDWR | O_CREAT | O_CLOEXEC;
         fd = open(file.c_str(), flags | O_DIRECT, 0644);
         if (fd < 0 && errno == EINVAL) {

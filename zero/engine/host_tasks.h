@@ -124,9 +124,10 @@ class HostTasks {
     // Recording: task `id`'s ops (fn's) on the task's lane, the first after op `after_op`.
     void recorded(OpRecorder* r, int after_op, const std::function<void()>& fn, uint64_t id) {
         const Lane outer = r->host_lane;
+        const int unit = r->unit;  // (a task labels its own ops: at_unit)
         r->host_lane = lane, r->task_after = after_op;
         fn();
-        r->host_lane = outer, r->task_after = -1;
+        r->host_lane = outer, r->task_after = -1, r->unit = unit;
         recorded_last[id] = r->last_on(lane);
     }
     // Recording: the thread waits for the last op of the last task up to id that recorded one.

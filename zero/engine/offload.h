@@ -386,6 +386,7 @@ class HostOptimizer {
     // The CPU AdamW of unit u's pieces, from its host gradient slice `g` into
     // master, m, v and its compute-dtype slice `out`.
     void adamw_unit(int u, const AdamWStep& s, const OptimizerConfig& oc, const T* g, T* out) {
+        at_unit(u);  // (the delayed update's loop is one task: its ops are each unit's)
         const size_t o = plan.shard_offset[u];
         const ShardPlan::DiskSplit& split = rank.split;
         if (states != StateHome::Disk || u < split.first_unit)

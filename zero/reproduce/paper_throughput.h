@@ -203,6 +203,14 @@ inline std::vector<Figure2Model> figure2_models() {
             {212, 8192, {400, 16, 64, 12}, {256, 256, 256, 2}, 21.0, 2.2}};
 }
 
+// make reproduce's stage3_trace.json: Figure 2's first configuration at ZeRO stage 3.
+inline ClusterRun stage3_trace_run() {
+    const Figure2Model m = figure2_models()[0];
+    ClusterRun z;
+    z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 3, z.gpus = m.zero.gpus, z.tp = m.zero.mp, z.batch = m.zero.batch;
+    return z;
+}
+
 inline std::vector<StudySeries> figure2(const Profile& p, bool paper, Rows& rows, Misses& zmiss, Misses& bmiss) {
     StudySeries zero{"ZeRO (Pos+g, Pa, MP in the node)"}, base{"baseline (MP alone)"}, pz{"paper: ZeRO"},
         pb{"paper: baseline"};
@@ -444,9 +452,7 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
              "ncclTreeThreshold), so that software could only have been faster than the model's rings. From 60B "
              "on, where the groups span 4 to 16 nodes, the baseline is within a third of the paper.");
     {  // Figure 2's first configuration at stage 3: its predicted step, as --trace writes one
-        const Figure2Model m = figure2_models()[0];
-        ClusterRun z;
-        z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 3, z.gpus = m.zero.gpus, z.tp = m.zero.mp, z.batch = m.zero.batch;
+        const ClusterRun z = stage3_trace_run();
         const TrainOptions o = options_from_flags(cluster_flags(z, z.batch));
         const RunSetup run = make_run_setup(o);
         const StepPrediction s = predict_run(o, run, v100, dir + "/stage3_trace.json");

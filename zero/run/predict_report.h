@@ -85,7 +85,7 @@ inline TrainOptions with_flags(const TrainOptions& o, const RunSetup& run, const
     return a;
 }
 
-// --trace with --predict: the dry run's steady step (its second), as the model lays it out.
+// --trace with --predict: the dry run's steady step (its second), each op on the lane and at the time the model placed it.
 inline void write_predicted_trace(const std::string& path, const std::vector<RecordedRank>& dry, const StepPrediction& s,
                                   const std::string& profile) {
     std::vector<TracedRank> ranks;
@@ -100,9 +100,11 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
         t.ops = ops_from(ops, first);
         t.start.assign(s.timeline.start[k].begin() + first, s.timeline.start[k].end());
         t.end.assign(s.timeline.end[k].begin() + first, s.timeline.end[k].end());
+        for (size_t i = first; i < ops.size(); i++) t.track.push_back((int)s.timeline.lane[k][i]);
         ranks.push_back(t);
     }
-    write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)", s.step_s);
+    write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)",
+                lanes_in_words(s.timeline.rules), s.step_s);
 }
 
 // A run's step on a profile, from its dry run (and with `trace`, its timeline written there).
@@ -185,6 +187,7 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
     std::stable_sort(options.begin(), options.end(), [](const FitOption& a, const FitOption& b) {
         return a.seconds < b.seconds;
     });
+    if (!o.trace.empty()) fprintf(out, "  no trace: the step does not fit (one of these would)\n");
     fprintf(out, "  these would fit, fastest first (predicted):\n");
     for (size_t i = 0; i < options.size() && i < (size_t)FIT_OPTIONS_SHOWN; i++)
         fprintf(out, "    %-62s %10.0f tokens/s, device %.2f GiB\n", options[i].flags.c_str(),
