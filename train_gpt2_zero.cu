@@ -46,16 +46,6 @@
 #include "zero/comm/comm_nccl.h"
 #endif
 
-// ----------------------------------------------------------------------------
-// Learning rate: linear warmup, then cosine decay to final_frac of the peak.
-inline float learning_rate_at(const TrainOptions& o, int step, int total_steps) {
-    if (step < o.warmup_steps) return o.learning_rate * (step + 1) / o.warmup_steps;
-    float min_lr = o.learning_rate * o.final_lr_frac;
-    int decay_steps = std::max(1, total_steps - o.warmup_steps);
-    float ratio = std::min(1.0f, (float)(step - o.warmup_steps) / decay_steps);
-    return min_lr + 0.5f * (1.0f + cosf((float)M_PI * ratio)) * (o.learning_rate - min_lr);
-}
-
 // cudaMemGetInfo's used bytes once the CUDA context is open and before the run
 // allocates anything (set in main; 0 in the CPU build): the memory report sets
 // the growth since then beside the accountant's reserved bytes.

@@ -75,7 +75,8 @@ configs = {
                   "scheduler": {"type": "WarmupDecayLR", "params": {"warmup_num_steps": 10, "warmup_max_lr": 3e-4,
                                                                     "total_num_steps": 100}}},
     "cosine": {"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4,
-               "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 5, "cos_min_ratio": 0.1}},
+               "scheduler": {"type": "WarmupCosineLR", "params": {"warmup_num_steps": 5, "cos_min_ratio": 0.1,
+                                                                  "total_num_steps": 50}},
                "activation_checkpointing": {"cpu_checkpointing": True, "partition_activations": False},
                "steps_per_print": 10, "wall_clock_breakdown": False, "tensorboard": {"enabled": False}},
     "typo": {"zero_optimization": {"stgae": 3}},
@@ -83,6 +84,9 @@ configs = {
 for name, c in configs.items():
     put("deepspeed", name, json.dumps(c, indent=1))
     put("json", "ds_" + name, json.dumps(c))
+# DeepSpeed reads its configs with hjson: comments and trailing commas
+put("deepspeed", "hjson", '{\n  // comments\n  "train_batch_size": 8, # a line\n  /* a block */ "bf16": {"enabled": true,},\n'
+    '  "scheduler": {"type": "WarmupLR", "params": {"warmup_type": "linear"}},\n}\n')
 put("json", "escapes", '{"a": "\\u00e9\\uD83D\\uDE00\\n\\t", "b": [1, -0.5e-3, 1E+2, true, false, null, {}], "c": []}')
 put("json", "deep", "[" * 100 + "]" * 100)
 put("json", "bad_comma", '{"a": 1,}')

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-// atomic: checks may run on emulated-rank threads
-static std::atomic<int> g_test_failures{0};
-static std::atomic<int> g_test_checks{0};
+// atomic: checks may run on emulated-rank threads; inline: one count for all of a binary's sources
+inline std::atomic<int> g_test_failures{0};
+inline std::atomic<int> g_test_checks{0};
 
 #define EXPECT(cond, ...)                                                  \
     do {                                                                   \

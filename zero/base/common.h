@@ -153,13 +153,14 @@ inline void write_exact(FILE* f, const void* src, size_t bytes, const std::strin
     CHECK(put == bytes, "cannot write %s: %s", path.c_str(), strerror(errno));
 }
 
-// A whole file's bytes (pipes too: it reads until the end rather than asking the size).
-inline std::string read_file_bytes(const std::string& path) {
+// A whole file's bytes (pipes too: it reads until the end rather than asking the size),
+// or its first ones beyond `most`, where a caller bounds what it holds.
+inline std::string read_file_bytes(const std::string& path, size_t most = SIZE_MAX) {
     FILE* f = open_file(path, "rb");
     std::string text;
     char buf[65536];
     size_t got;
-    while ((got = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
+    while (text.size() <= most && (got = fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, got);
     bool bad = ferror(f) != 0;
     fclose(f);
     CHECK(!bad, "cannot read %s", path.c_str());

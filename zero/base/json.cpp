@@ -84,7 +84,8 @@ void append_utf8(std::string& out, uint32_t cp) {
 // anonymous namespace: JsonValue names ::JsonParser as the friend that fills it in.
 class JsonParser {
   public:
-    JsonParser(const std::string& text, const std::string& source) : s(text), src(source) {}
+    JsonParser(const std::string& text, const std::string& source, bool relaxed)
+        : s(text), src(source), relaxed(relaxed) {}
 
     JsonValue parse_document() {
         if (s.compare(0, 3, "\xEF\xBB\xBF") == 0) pos = 3, col = 1;  // byte-order mark
@@ -99,6 +100,7 @@ class JsonParser {
     static constexpr int MAX_DEPTH = 256;
     const std::string& s;
     const std::string& src;
+    const bool relaxed;  // comments and trailing commas too
     size_t pos = 0;
     int line = 1, col = 1;
 
@@ -124,7 +126,15 @@ class JsonParser {
     }
 
     void skip_ws() {
-        while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r')) advance();
+        for (;;) {
+            while (pos < s.size() && (s[pos] == ' ' || s[pos] == '\t' || s[pos] == '\n' || s[pos] == '\r')) advance();
+            if (!relaxed || pos >= s.size()) return;  // relaxed: then a comment to its end, if one starts here
+            const bool block = s.compare(pos, 2, "/*") == 0;
+            if (!block && s[pos] != '#' && s.compare(pos, 2, "//") != 0) return;
+            const size_t end = block ? s.find("*/", pos + 2) : std::min(s.find('\n', pos), s.size());
+            if (end == std::string::npos) error("unterminated /* comment");
+            while (pos < end + (block ? 2 : 0)) advance();
+        }
     }
 
     JsonValue start_value(JsonValue::Type t) {
@@ -301,7 +311,11 @@ class JsonParser {
         }
         for (;;) {
             skip_ws();
-            if (pos < s.size() && s[pos] == close) error(strf("trailing comma before '%c'", close));
+            if (pos < s.size() && s[pos] == close) {
+                if (!relaxed) error(strf("trailing comma before '%c'", close));
+                advance();
+                return v;
+            }
             element(v);
             skip_ws();
             if (pos >= s.size()) error_at(v.line_, v.column_, strf("unterminated %s (no closing '%c')", kind, close));
@@ -343,8 +357,8 @@ class JsonParser {
     }
 };
 
-JsonValue parse_json(const std::string& text, const std::string& source) {
-    return JsonParser(text, source).parse_document();
+JsonValue parse_json(const std::string& text, const std::string& source, bool relaxed) {
+    return JsonParser(text, source, relaxed).parse_document();
 }
 
 JsonValue parse_json_file(const std::string& path) { return parse_json(read_file_bytes(path), path); }

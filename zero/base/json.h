@@ -7,6 +7,8 @@
 // byte-order mark at the very start is skipped. Nothing else: no comments, no
 // trailing commas, no duplicate keys in one object (DeepSpeed rejects those too),
 // nothing but whitespace after the value, at most 256 levels of nesting.
+// Relaxed (DeepSpeed's configs, which it reads with hjson): comments (#, //, /* */)
+// and a comma after an array's or object's last element too.
 //
 // Errors are one line through fail(): "SOURCE:LINE:COLUMN: what was wrong", with
 // the line and column (both from 1; columns count characters, not bytes) of the
@@ -86,7 +88,7 @@ struct JsonMember {
 };
 
 // Parses a whole document; `source` names it in error messages (a path, say).
-JsonValue parse_json(const std::string& text, const std::string& source = "<json>");
+JsonValue parse_json(const std::string& text, const std::string& source = "<json>", bool relaxed = false);
 // Reads and parses a file (a missing or unreadable file is a one-line error too).
 JsonValue parse_json_file(const std::string& path);
 

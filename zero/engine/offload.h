@@ -63,12 +63,14 @@ struct OptimizerConfig {
     float beta1 = 0, beta2 = 0, eps = 0;
     float weight_decay = 0;
     float grad_clip = 0;  // global-norm clip; <= 0 disables
+    bool bias_correction = true;  // false: the moments as they are, not over 1 - beta^t (DeepSpeed's Adam option)
 };
 
 // Optimizer step t's AdamW arguments (the weight decay is set per piece).
 inline AdamWStep adamw_step(const OptimizerConfig& oc, float lr, float grad_scale, int t, uint64_t rounding_seed) {
-    return {lr, oc.beta1, oc.beta2, oc.eps, 0.0f, grad_scale, 1.0f - powf(oc.beta1, (float)t),
-            1.0f - powf(oc.beta2, (float)t), rounding_seed};
+    const bool bc = oc.bias_correction;
+    return {lr, oc.beta1, oc.beta2, oc.eps, 0.0f, grad_scale, bc ? 1.0f - powf(oc.beta1, (float)t) : 1.0f,
+            bc ? 1.0f - powf(oc.beta2, (float)t) : 1.0f, rounding_seed};
 }
 
 // Where a step's host time went, in the order the step spends it

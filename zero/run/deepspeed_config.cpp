@@ -34,6 +34,23 @@ void note(bool on, const char* fmt, ...) {
     va_end(args);
 }
 
+// What reading the file has to say. A note that changes the run, or what it means,
+// is a line of its own as it comes; the keys with no effect here, the sections of
+// features this trainer lacks and the "auto" keys with the values they keep are
+// folded into a line each at the end.
+struct Notes {
+    bool on = true;
+    std::string no_effect, absent, kept;
+    void add(std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; }
+    void print() const {
+        if (!absent.empty()) note(on, "ignoring DeepSpeed sections of features this trainer lacks: %s", absent.c_str());
+        if (!kept.empty()) note(on, "\"auto\" keeps this trainer's values: %s", kept.c_str());
+        if (!no_effect.empty())
+            note(on, "no effect here (each tunes what this trainer does one fixed way; zero/run/deepspeed_keys.cpp "
+                 "says how): %s", no_effect.c_str());
+    }
+};
+
 // A value for an error message: "3" (a string), 1.5, true, an object, ...
 std::string describe(const JsonValue& v) {
     switch (v.type()) {
@@ -56,19 +73,24 @@ std::string describe(const JsonValue& v) {
 class Section {
   public:
     Section() = default;
-    Section(const JsonValue* v, std::string path, bool notes) : obj(v), path_(std::move(path)), notes_(notes) {
+    Section(const JsonValue* v, std::string path, Notes* notes) : obj(v), path_(std::move(path)), notes_(notes) {
         used.assign(v->members().size(), false);
     }
     bool present() const { return obj != nullptr; }
-    bool notes() const { return notes_; }
+    bool notes() const { return notes_ && notes_->on; }
 
     std::string name(const char* key) const { return path_.empty() ? std::string(key) : path_ + "." + key; }
 
-    // whether the key is there at all (not marking it used)
-    bool has(const char* key) const { return obj && obj->find(key) != nullptr; }
+    // Whether the key is there at all (not marking it used). Every key the mapping
+    // reads it asks for, present or not, so finish() knows them.
+    bool has(const char* key) const {
+        asked.push_back(key);
+        return obj && obj->find(key) != nullptr;
+    }
 
     // the member's value (marking it used), or nullptr
     const JsonValue* get(const char* key) {
+        asked.push_back(key);
         if (!obj) return nullptr;
         const std::vector<JsonMember>& m = obj->members();
         for (size_t i = 0; i < m.size(); i++)
@@ -89,20 +111,22 @@ class Section {
     }
 
     // The typed getters return true and set `out` when the key is present with a
-    // usable value; false when it is absent or "auto". Wrong types and values out
-    // of range are errors that say what was expected.
-    bool get_bool(const char* key, bool& out) {
+    // usable value; false when it is absent or "auto" (which keeps `out`, or what
+    // `kept` says). Wrong types and values out of range are errors that say what
+    // was expected.
+    bool get_bool(const char* key, bool& out, const char* kept = nullptr) {
         const JsonValue* v = get(key);
-        if (!v || is_auto(*v, key)) return false;
+        if (!v || is_auto(*v, key, kept ? kept : out ? "true" : "false")) return false;
         if (!v->is_bool()) bad(*v, key, "true or false");
         out = v->as_bool();
         return true;
     }
     // (Int: lo..hi are within its range where it is used)
     template <typename Int>
-    bool get_int(const char* key, long long lo, long long hi, Int& out, const char* expected) {
+    bool get_int(const char* key, long long lo, long long hi, Int& out, const char* expected,
+                 const char* kept = nullptr) {
         const JsonValue* v = get(key);
-        if (!v || is_auto(*v, key)) return false;
+        if (!v || is_auto(*v, key, kept ? kept : std::to_string(out))) return false;
         if (!v->is_integer_in(lo, hi)) bad(*v, key, expected);
         out = (Int)v->as_integer();
         return true;
@@ -111,7 +135,7 @@ class Section {
     template <typename Real>
     bool get_number(const char* key, double lo, double hi, bool lo_open, Real& out, const char* expected) {
         const JsonValue* v = get(key);
-        if (!v || is_auto(*v, key)) return false;
+        if (!v || is_auto(*v, key, strf("%g", (double)out))) return false;
         if (!v->is_number()) bad(*v, key, expected);
         double x = v->as_number();
         if (!(x <= hi) || (lo_open ? !(x > lo) : !(x >= lo))) bad(*v, key, expected);
@@ -119,10 +143,10 @@ class Section {
         return true;
     }
     // "enabled" (absent: DeepSpeed's default, false); false where it is "auto", deciding nothing
-    bool get_enabled(bool& on) { return !has("enabled") || get_bool("enabled", on); }
+    bool get_enabled(bool& on, const char* kept) { return !has("enabled") || get_bool("enabled", on, kept); }
     bool get_string(const char* key, std::string& out) {
         const JsonValue* v = get(key);
-        if (!v || is_auto(*v, key)) return false;
+        if (!v || is_auto(*v, key, out)) return false;
         if (!v->is_string()) bad(*v, key, "a string");
         out = v->as_string();
         return true;
@@ -135,37 +159,50 @@ class Section {
         return Section(v, name(key), notes_);
     }
 
-    // Every member nobody read: a known DeepSpeed key with no effect here gets a
-    // note saying why; an unknown key is an error naming the nearest known one.
+    // Every member nobody read, as DeepSpeed treats it. Its pydantic-checked sections
+    // (zero_optimization and its offload sections) and the optimizer's and scheduler's
+    // params (keyword arguments: a scheduler's own) refuse a key they do not take, and
+    // negative sizes; elsewhere it ignores unknown keys, and so does this reader, with
+    // a note. A known key with no effect here joins the folded note.
     void finish() const {
         if (!obj) return;
+        const bool strict =
+            path_.rfind("zero_optimization", 0) == 0 || path_ == "optimizer.params" || path_ == "scheduler.params";
+        const std::string prefix = path_.empty() ? "" : path_ + ".";
         const std::vector<JsonMember>& m = obj->members();
         for (size_t i = 0; i < m.size(); i++) {
-            if (used[i]) continue;
-            std::string path = name(m[i].key.c_str());
+            if (used[i]) continue;  // (a key the mapping asked for and found)
+            const std::string path = prefix + m[i].key, near = nearest_known_key(prefix, m[i].key, asked);
+            const std::string hint = near.empty() ? "" : " (did you mean " + prefix + near + "?)";
             const KnownKey* k = known_key(path);
-            if (!k) {
-                std::string prefix = path_.empty() ? "" : path_ + ".";
-                fail("%s: unknown DeepSpeed key %s (did you mean %s%s?)", m[i].value.where().c_str(), path.c_str(),
-                     prefix.c_str(), nearest_known_key(prefix, m[i].key).c_str());
-            }
-            if (k->why == OPAQUE) note(notes_, "ignoring DeepSpeed section %s: not a feature of this trainer", path.c_str());
-            else note(notes_, "ignoring DeepSpeed key %s: %s", path.c_str(), k->why ? k->why : "it has no effect with the rest of this config");
+            const JsonValue& v = m[i].value;
+            if (!k && strict)
+                fail("%s: unknown DeepSpeed key %s%s: DeepSpeed refuses it too", v.where().c_str(), path.c_str(),
+                     hint.c_str());
+            if (!k)
+                note(notes(), "ignoring unknown DeepSpeed key %s%s, as DeepSpeed does%s", path.c_str(), hint.c_str(),
+                     path_ == "bf16" || path_ == "fp16" ? " up to 0.17.0 (later versions refuse it)" : "");
+            else if (strict && v.is_number() && v.as_number() < 0 && m[i].key != "mics_shard_size" &&
+                     m[i].key.find("module_granularity_threshold") == std::string::npos)  // (its signed two)
+                bad(v, m[i].key.c_str(), "a number >= 0, as DeepSpeed checks");
+            else if (notes_)
+                notes_->add(k->why == OPAQUE ? notes_->absent : notes_->no_effect, path);
         }
     }
 
-    // "auto" (Hugging Face's placeholder): noted, and the caller keeps its value
-    bool is_auto(const JsonValue& v, const char* key) const {
+    // "auto" (Hugging Face's placeholder): the caller keeps its value, `kept`, and the note says which
+    bool is_auto(const JsonValue& v, const char* key, const std::string& kept) const {
         if (!v.is_string() || v.as_string() != "auto") return false;
-        note(notes_, "DeepSpeed key %s is \"auto\": keeping this trainer's value", name(key).c_str());
+        if (notes_) notes_->add(notes_->kept, name(key) + " " + kept);
         return true;
     }
 
   private:
     const JsonValue* obj = nullptr;
     std::string path_;
-    bool notes_ = true;
+    Notes* notes_ = nullptr;
     std::vector<bool> used;
+    mutable std::vector<std::string> asked;
 };
 
 // DeepSpeed's batch: train_batch_size = micro-batch x gradient_accumulation_steps
@@ -177,8 +214,8 @@ void apply_batch(Section& top, TrainOptions& o) {
     bool has_micro = top.get_int("train_micro_batch_size_per_gpu", 1, INT_MAX, o.micro_batch, "an integer >= 1");
     int accum = 0;
     long long tb = 0;
-    bool has_accum = top.get_int("gradient_accumulation_steps", 1, INT_MAX, accum, "an integer >= 1");
-    bool has_tb = top.get_int("train_batch_size", 1, LONG_MAX, tb, "an integer >= 1");
+    bool has_accum = top.get_int("gradient_accumulation_steps", 1, INT_MAX, accum, "an integer >= 1", "(-d's)");
+    bool has_tb = top.get_int("train_batch_size", 1, LONG_MAX, tb, "an integer >= 1", "(-b and -d's)");
     if (has_accum || has_tb) {  // the file's batch replaces an earlier -d (and a later -d replaces it)
         o.total_batch = -1;
         o.grad_accum = has_accum ? accum : 0;
@@ -195,6 +232,7 @@ void apply_batch(Section& top, TrainOptions& o) {
 // bf16 / bfloat16, fp16, amp
 void apply_precision(Section& top, TrainOptions& o) {
     bool bf16_on = false, fp16_on = false;
+    const char* kept = o.precision.empty() ? "(the build's default precision)" : o.precision.c_str();
     // (a Section that is not present reads as empty: every key absent)
     Section bf16 = top.section("bf16");
     Section bfloat16 = top.section("bfloat16");  // DeepSpeed's older name
@@ -202,11 +240,11 @@ void apply_precision(Section& top, TrainOptions& o) {
         fail("%s: DeepSpeed config has both bf16 and bfloat16 sections; keep one (bf16)",
              top.get("bfloat16")->where().c_str());
     Section& b = bf16.present() ? bf16 : bfloat16;
-    const bool decided_bf16 = b.get_enabled(bf16_on);
+    const bool decided_bf16 = b.get_enabled(bf16_on, kept);
     b.finish();
 
     Section fp16 = top.section("fp16");
-    const bool decided_fp16 = fp16.get_enabled(fp16_on);
+    const bool decided_fp16 = fp16.get_enabled(fp16_on, kept);
     fp16.get_number("loss_scale", 0.0, INFINITY, false, o.loss_scale, "a number >= 0 (0: dynamic)");
     fp16.get_int("initial_scale_power", 0, 60, o.initial_scale_power, "an integer in 0..60");
     fp16.get_int("loss_scale_window", 1, INT_MAX, o.loss_scale_window, "an integer >= 1");
@@ -227,16 +265,15 @@ void apply_precision(Section& top, TrainOptions& o) {
     if (bf16_on && fp16_on)
         fail("%s: DeepSpeed config enables both bf16 and fp16; enable at most one",
              fp16.get("enabled")->where().c_str());
-    const bool kept = !decided_bf16 || !decided_fp16;  // "auto"
+    const bool kept_precision = !decided_bf16 || !decided_fp16;  // "auto"
     if (bf16_on) o.precision = "bf16";
     else if (fp16_on) o.precision = "fp16";
-    else if (!kept) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
+    else if (!kept_precision) o.precision = "fp32";  // DeepSpeed trains in fp32 unless bf16 or fp16 is enabled
 }
 
 void apply_optimizer(Section& top, TrainOptions& o) {
     Section opt = top.section("optimizer");
-    if (!opt.present()) return;  // DeepSpeed then uses the client's optimizer: the flags' AdamW
-
+    if (!opt.present()) return;  // DeepSpeed then takes the training script's optimizer: here the flags' AdamW
     std::string type;
     if (opt.get_string("type", type) && lower(type) != "adam" && lower(type) != "adamw")
         opt.unsupported(*opt.get("type"), "type",
@@ -250,7 +287,7 @@ void apply_optimizer(Section& top, TrainOptions& o) {
     p.get_number("lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
     p.get_number("weight_decay", 0.0, INFINITY, false, o.weight_decay, "a number >= 0");
     const JsonValue* betas = p.get("betas");
-    if (betas && !p.is_auto(*betas, "betas")) {
+    if (betas && !p.is_auto(*betas, "betas", strf("(%g, %g)", o.adam_beta1, o.adam_beta2))) {
         bool ok = betas->is_array() && betas->size() == 2;
         for (size_t i = 0; ok && i < 2; i++)
             ok = (*betas)[i].is_number() && (*betas)[i].as_number() >= 0.0 && (*betas)[i].as_number() < 1.0;
@@ -259,6 +296,9 @@ void apply_optimizer(Section& top, TrainOptions& o) {
         o.adam_beta2 = (float)(*betas)[1].as_number();
     }
     p.get_number("eps", 0.0, 1.0, true, o.adam_eps, "a number in (0, 1]");
+    bool bias_correction = !p.has("bias_correction") || o.adam_bias_correction;  // DeepSpeed's default: true
+    p.get_bool("bias_correction", bias_correction);
+    o.adam_bias_correction = bias_correction;
     bool flag = false;
     if (p.get_bool("adam_w_mode", flag) && !flag)
         p.unsupported(*p.get("adam_w_mode"), "adam_w_mode",
@@ -269,42 +309,56 @@ void apply_optimizer(Section& top, TrainOptions& o) {
     opt.finish();
 }
 
+// DeepSpeed's schedules, which learning_rate_at (zero/run/run_setup.h) computes as its
+// lr_schedules do, with its defaults for what params leaves out. Without a scheduler
+// section, or without its type, DeepSpeed runs none: the optimizer's lr throughout.
 void apply_scheduler(Section& top, TrainOptions& o) {
     Section sch = top.section("scheduler");
-    if (!sch.present()) return;
     std::string type;
-    sch.get_string("type", type);
-    Section p = sch.section("params");
-    p.get_int("warmup_num_steps", 0, INT_MAX, o.warmup_steps, "an integer >= 0");
-    const char* shape;
-    if (type == "WarmupLR") {
-        p.get_number("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
-        o.final_lr_frac = 1.0f;
-        shape = "linear warmup to warmup_max_lr, then constant";
-    } else if (type == "WarmupDecayLR") {
-        p.get_number("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
-        o.final_lr_frac = 0.0f;
-        shape = "linear warmup to warmup_max_lr, then cosine (not linear) decay to 0 over the run's steps";
-    } else if (type == "WarmupCosineLR") {
-        p.get_number("cos_min_ratio", 0.0, 1.0, false, o.final_lr_frac, "a number in [0, 1]");
-        shape = "linear warmup, then cosine decay to cos_min_ratio x the peak";
-    } else {
-        shape = "linear warmup over warmup_num_steps, then cosine decay to -q x the peak (this trainer's schedule)";
-    }
-    std::string warmup_type;
-    if (p.get_string("warmup_type", warmup_type) && warmup_type != "linear")
-        note(sch.notes(), "DeepSpeed key %s = \"%s\": warmup here is linear", p.name("warmup_type").c_str(),
-             warmup_type.c_str());
-    note(sch.notes(), "scheduler %s: %s", type.empty() ? "(no type)" : type.c_str(), shape);
-    p.finish();
+    if (sch.present() && !sch.get_string("type", type))
+        note(sch.notes(), "scheduler without a type: DeepSpeed runs none (its params are ignored), nor does this run");
+    if (!type.empty() && type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR")
+        sch.unsupported(*sch.get("type"), "type",
+                        "the schedules here are DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR (spelt as "
+                        "DeepSpeed spells them; its OneCycle and LRRangeTest, and torch's, are not implemented)");
+    Section p = sch.section("params");  // (absent: DeepSpeed's defaults; DeepSpeed itself stops without params)
     sch.finish();
-}
-
-void read_pin_memory(Section& off) {
-    bool pin = true;
-    if (off.get_bool("pin_memory", pin) && !pin)
-        note(off.notes(), "DeepSpeed key %s = false: host buffers are always pinned here",
-             off.name("pin_memory").c_str());
+    if (type.empty()) {
+        o.lr_schedule = "cosine", o.warmup_steps = 0, o.final_lr_frac = 1.0f;  // -u 0 -q 1: the lr throughout
+        return;
+    }
+    o.lr_schedule = type;
+    if (!p.has("warmup_num_steps")) o.warmup_steps = 1000;
+    if (!p.has("warmup_type")) o.warmup_type = "log";
+    p.get_int("warmup_num_steps", 0, INT_MAX, o.warmup_steps, "an integer >= 0");
+    if (p.get_string("warmup_type", o.warmup_type) && o.warmup_type != "log" && o.warmup_type != "linear") {
+        note(sch.notes(), "scheduler.params.warmup_type \"%s\" is neither log nor linear: log, as DeepSpeed "
+             "falls back to", o.warmup_type.c_str());
+        o.warmup_type = "log";
+    }
+    if (type != "WarmupLR" && !p.has("total_num_steps"))
+        fail("%s: DeepSpeed's %s needs scheduler.params.total_num_steps, the step its decay ends at",
+             sch.get("type")->where().c_str(), type.c_str());
+    if (type != "WarmupLR")
+        p.get_int("total_num_steps", 1, INT_MAX, o.total_num_steps, "an integer >= 1",
+                  o.total_num_steps ? nullptr : "(the run's)");
+    if (type == "WarmupCosineLR") {  // fractions of the optimizer's lr
+        if (!p.has("warmup_min_ratio")) o.warmup_min_ratio = 0.0f;
+        if (!p.has("cos_min_ratio")) o.final_lr_frac = 0.0001f;
+        p.get_number("warmup_min_ratio", 0.0, 1.0, false, o.warmup_min_ratio, "a number in [0, 1]");
+        p.get_number("cos_min_ratio", 0.0, 1.0, false, o.final_lr_frac, "a number in [0, 1]");
+    } else {  // rates: warmup_max_lr (WarmupLR's default: the optimizer's lr) is -l, warmup_min_lr a fraction of it
+        if (type == "WarmupDecayLR" && !p.has("warmup_max_lr")) o.learning_rate = 0.001f;
+        p.get_number("warmup_max_lr", 0.0, INFINITY, false, o.learning_rate, "a number >= 0");
+        float min_lr = p.has("warmup_min_lr") ? o.warmup_min_ratio * o.learning_rate : 0.0f;
+        p.get_number("warmup_min_lr", 0.0, INFINITY, false, min_lr, "a number >= 0");
+        if (min_lr > 0 && o.learning_rate == 0) p.bad(*p.get("warmup_min_lr"), "warmup_min_lr", "0 with max 0");
+        o.warmup_min_ratio = o.learning_rate > 0 ? min_lr / o.learning_rate : 0.0f;
+    }
+    note(sch.notes(), "scheduler %s as DeepSpeed computes it: %s warmup, then %s", type.c_str(), o.warmup_type.c_str(),
+         type == "WarmupLR" ? "constant" : type == "WarmupDecayLR" ? "linear decay back to warmup_min_lr"
+                                                                    : "cosine decay to cos_min_ratio x lr");
+    p.finish();
 }
 
 // offload_optimizer: none, cpu, or nvme with the states' directory and ring of
@@ -318,7 +372,6 @@ void apply_offload_optimizer(Section& z, TrainOptions& o) {
             off.bad(*off.get("device"), "device", "\"cpu\", \"nvme\" or \"none\"");
         o.offload_optimizer = device;
     }
-    read_pin_memory(off);
     if (o.offload_optimizer == "nvme") {  // from this device, or from a flag before a device "auto"
         if (device == "nvme" && !off.has("nvme_path"))
             fail("%s: DeepSpeed key %s is missing: device \"nvme\" needs the directory the optimizer states live in",
@@ -345,7 +398,6 @@ void apply_offload_param(Section& z, TrainOptions& o) {
         if (device != "cpu" && device != "none") off.bad(*off.get("device"), "device", "\"cpu\" or \"none\"");
         o.offload_param = device;
     }
-    read_pin_memory(off);
     off.finish();
 }
 
@@ -353,14 +405,15 @@ void apply_zero(Section& top, TrainOptions& o) {
     // DeepSpeed's defaults, with or without the section: stage 0, no offload
     Section z = top.section("zero_optimization");
     if (!z.has("stage")) o.zero_stage = 0;
-    if (!z.has("offload_optimizer") && !z.has("cpu_offload")) o.offload_optimizer = "none";
+    if (!z.has("offload_optimizer")) o.offload_optimizer = "none";
     if (!z.has("offload_param")) o.offload_param = "none";
     if (!z.present()) return;
     z.get_int("stage", 0, 3, o.zero_stage, "an integer 0, 1, 2 or 3");
     apply_offload_optimizer(z, o);
     apply_offload_param(z, o);
-    bool cpu_offload = false;  // DeepSpeed's older spelling of offload_optimizer.device = cpu
-    if (z.get_bool("cpu_offload", cpu_offload) && cpu_offload) o.offload_optimizer = "cpu";
+    bool cpu = false;  // DeepSpeed's older spellings of offload_optimizer and offload_param with device cpu
+    if (z.get_bool("cpu_offload", cpu) && cpu) o.offload_optimizer = "cpu";
+    if (z.get_bool("cpu_offload_param", cpu) && cpu) o.offload_param = "cpu";
     z.finish();
 }
 
@@ -375,7 +428,7 @@ void apply_aio(Section& top, TrainOptions& o) {
     }
     // bytes per request, in whole 4 KiB pages (the disk's alignment), as --nvme_block_kib takes it
     const char* block_expected = "a positive multiple of 4096 (bytes), at most 1073741824";
-    long long block = 0;
+    long long block = o.nvme_block_kib * 1024LL;
     if (!aio.has("block_size")) o.nvme_block_kib = 1024;
     if (aio.get_int("block_size", 1, 1LL << 30, block, block_expected)) {
         if (block % 4096 != 0) aio.bad(*aio.get("block_size"), "block_size", block_expected);
@@ -384,7 +437,7 @@ void apply_aio(Section& top, TrainOptions& o) {
     if (!aio.has("queue_depth")) o.nvme_queue_depth = 8;
     aio.get_int("queue_depth", 1, 1024, o.nvme_queue_depth, "an integer in 1..1024");
     // intra_op_parallelism is thread_count's newer name: either, or both agreeing
-    int threads = 0, older = 0;
+    int threads = o.nvme_threads, older = o.nvme_threads;
     const bool has_threads = aio.get_int("intra_op_parallelism", 1, 64, threads, "an integer in 1..64");
     const bool has_older = aio.get_int("thread_count", 1, 64, older, "an integer in 1..64");
     if (has_threads && has_older && threads != older)
@@ -403,8 +456,6 @@ void apply_aio(Section& top, TrainOptions& o) {
 void apply_activation_checkpointing(Section& top, TrainOptions& o) {
     Section ac = top.section("activation_checkpointing");
     if (!ac.present()) return;
-    bool flag = false;
-    if (ac.get_bool("partition_activations", flag)) o.partition_activations = flag ? 1 : 0;  // (with --tp and -r 2)
     bool cpu = false;
     if (ac.get_bool("cpu_checkpointing", cpu)) {
         if (cpu) {
@@ -419,6 +470,11 @@ void apply_activation_checkpointing(Section& top, TrainOptions& o) {
     if (!cpu)
         note(ac.notes(), "activation_checkpointing: recomputation is chosen with -r (0 none, 1 GELU, 2 whole "
              "blocks); only cpu_checkpointing = true sets it from the config");
+    bool split = false;
+    if (ac.get_bool("partition_activations", split)) o.partition_activations = split ? 1 : 0;
+    if (split && (o.tp <= 1 || o.recompute != 2))
+        note(ac.notes(), "%s = true does nothing without --tp > 1 and -r 2 (it splits each saved layer input across "
+             "the tensor-parallel group)", ac.name("partition_activations").c_str());
     ac.finish();
 }
 
@@ -427,7 +483,9 @@ void apply_activation_checkpointing(Section& top, TrainOptions& o) {
 void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes) {
     if (!root.is_object())
         fail("%s: a DeepSpeed config is a JSON object {...}, not %s", root.where().c_str(), root.type_name());
-    Section top(&root, "", notes);
+    Notes said;
+    said.on = notes;
+    Section top(&root, "", &said);
     apply_batch(top, o);
     apply_precision(top, o);
     apply_optimizer(top, o);
@@ -436,9 +494,14 @@ void apply_deepspeed_json(const JsonValue& root, TrainOptions& o, bool notes) {
     apply_aio(top, o);  // after apply_zero: it reads only with nvme offload
     apply_activation_checkpointing(top, o);
     top.finish();
+    said.print();
 }
 
 void apply_deepspeed_config(const std::string& path, TrainOptions& o, bool notes) {
     CHECK(file_exists(path), "DeepSpeed config %s does not exist", path.c_str());
-    apply_deepspeed_json(parse_json_file(path), o, notes);
+    // a bound on what is held: a config is a few KiB, and a parsed document takes ~100 bytes per value
+    const std::string text = read_file_bytes(path, 1 << 20);
+    CHECK(text.size() <= 1 << 20, "DeepSpeed config %s is larger than 1 MiB: not a config (those are a few KiB)",
+          path.c_str());
+    apply_deepspeed_json(parse_json(text, path, true), o, notes);  // with comments and trailing commas, as hjson
 }

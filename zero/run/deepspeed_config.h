@@ -1,75 +1,63 @@
 // DeepSpeed-style JSON configuration: `--deepspeed_config ds.json` sets the
-// options a DeepSpeed user would put in their config file.
+// options a DeepSpeed user would put in their config file, as DeepSpeed reads it.
 //
-// The rule: a key in the file sets the matching option, as if its flag were given
-// where --deepspeed_config is on the command line (flags after it override it);
-// a key absent from the file leaves the option as it was. The mapping:
+// One rule for the flags around it: the file, where it stands on the command
+// line, sets every option it governs, by its key or, where the key or section is
+// absent, by DeepSpeed's default (stage 0 and no offload, fp32 unless bf16 or fp16
+// is enabled, no clipping, no schedule: the lr throughout); flags after it
+// override it. What DeepSpeed takes from the training script instead stays as the
+// flags say: the optimizer (-l, -c, betas, eps) without an optimizer section, the
+// batch (-b, -d) without batch keys. The mapping:
 //
 //   train_micro_batch_size_per_gpu            -b
 //   gradient_accumulation_steps, train_batch_size
-//                                             TrainOptions::grad_accum and
-//                                             train_batch_seqs (replacing an
-//                                             earlier -d), made into -b and -d by
-//                                             DeepSpeed's rules once the world size
-//                                             is known (resolve_deepspeed_batch)
+//                                             made into -b and -d by DeepSpeed's
+//                                             rules once the world size is known
+//                                             (resolve_deepspeed_batch)
 //   gradient_clipping                         --grad_clip
 //   bf16.enabled / bfloat16.enabled, fp16.enabled
-//                                             -p: bf16, fp16, or fp32 when a bf16
-//                                             or fp16 section is present and
-//                                             neither is enabled (as in DeepSpeed)
+//                                             -p bf16, fp16, else fp32
 //   fp16.loss_scale, initial_scale_power, loss_scale_window, hysteresis,
 //   min_loss_scale                            the flags of the same names
-//   optimizer.type                            Adam or AdamW (any case): both are
-//                                             AdamW with decoupled weight decay
-//   optimizer.params.lr, weight_decay         -l, -c
-//   optimizer.params.betas, eps               --adam_beta1/2, --adam_eps
-//   scheduler.params.warmup_num_steps         -u; and by scheduler type:
-//     WarmupLR        warmup_max_lr -> -l, constant after warmup (-q 1)
-//     WarmupDecayLR   warmup_max_lr -> -l, decay to 0 (-q 0; cosine here, linear there)
-//     WarmupCosineLR  cos_min_ratio -> -q
+//   optimizer.type                            Adam or AdamW (any case): AdamW
+//   optimizer.params.lr, weight_decay, betas, eps, bias_correction (absent:
+//   1e-3, 0, (0.9, 0.999), 1e-8, true)        -l, -c, --adam_beta1/2, --adam_eps,
+//                                             --adam_bias_correction
+//   scheduler.type, params                    --lr_schedule WarmupLR, WarmupDecayLR
+//                                             or WarmupCosineLR (others refused),
+//                                             run as DeepSpeed's lr_schedules run
+//                                             them (learning_rate_at), with -u,
+//                                             --warmup_type, --total_num_steps,
+//                                             --warmup_min_ratio (warmup_min_lr /
+//                                             warmup_max_lr, which is -l) and -q
+//                                             (cos_min_ratio); DeepSpeed's defaults
 //   zero_optimization.stage                   -z
-//   zero_optimization.offload_optimizer.device
-//                                             --offload_optimizer (none, cpu or nvme)
-//   zero_optimization.offload_param.device    --offload_param (none or cpu; nvme is
-//                                             an error: stage 3's slices are read
-//                                             by every pass, so they stay in host
-//                                             memory beside states on disk)
-//   and with offload_optimizer.device nvme:
-//   offload_optimizer.nvme_path               --nvme_path (required)
-//   offload_optimizer.buffer_count            --nvme_buffers
-//   aio.block_size (bytes)                    --nvme_block_kib (block_size / 1024;
-//                                             a multiple of 4096)
-//   aio.queue_depth                           --nvme_queue_depth
-//   aio.intra_op_parallelism (or its older name thread_count)
+//   zero_optimization.offload_optimizer.device (or cpu_offload true)
+//                                             --offload_optimizer none, cpu, nvme
+//   zero_optimization.offload_param.device (or cpu_offload_param true)
+//                                             --offload_param none or cpu (nvme is
+//                                             refused: stage 3's slices are read by
+//                                             every pass, so they stay in host memory)
+//   with offload_optimizer.device nvme (absent: DeepSpeed's 4 buffers, 1 MiB
+//   blocks, depth 8, one thread): offload_optimizer.nvme_path, buffer_count,
+//   aio.block_size (bytes), queue_depth, intra_op_parallelism (or thread_count)
+//                                             --nvme_path, --nvme_buffers,
+//                                             --nvme_block_kib, --nvme_queue_depth,
 //                                             --nvme_threads
 //   activation_checkpointing.cpu_checkpointing true
 //                                             -r 2 --offload_activations 1
+//   activation_checkpointing.partition_activations
+//                                             --partition_activations
 //
-// A config means what it means in DeepSpeed: where it leaves a value out,
-// DeepSpeed's default holds, not the flag's (stage 0 and no offload without
-// zero_optimization.stage; fp32 unless bf16 or fp16 is enabled; no clipping
-// without gradient_clipping; an Adam/AdamW section without lr, betas, eps or
-// weight_decay: 1e-3, (0.9, 0.999), 1e-8, 0; nvme offload without buffer_count
-// or aio keys: 4 buffers, 1 MiB blocks, queue depth 8, one thread). Without an
-// optimizer section the flags' AdamW settings stay (DeepSpeed then uses the
-// client's optimizer). --nvme_fraction has no DeepSpeed key (offload_optimizer.
-// ratio splits states between device and host, not host and disk): only the
-// flag sets it. Without nvme offload the aio section changes nothing (a note
-// per key).
-//
-// Every key DeepSpeed documents is known (deepspeed_keys.cpp's KNOWN_KEYS):
-// one this trainer has no use for (steps_per_print, zero_optimization.overlap_comm,
-// the bucket sizes, ...) gets a "note:" line on stderr saying why it has no
-// effect; a key DeepSpeed does not know ("stgae") is a one-line error naming the
-// nearest known key. A known key with a value this trainer cannot honour (nvme
-// parameter offload, aio.use_gds true, the Lamb optimizer, amsgrad, fp16 and bf16
-// both enabled), or a value of the wrong JSON type ("stage": "3"), is a one-line
-// error naming the key.
-// The string "auto" (Hugging Face's placeholder) in place of a value means
-// "keep this trainer's value", with a note.
-//
-// The file must be strict JSON (zero/base/json.h): DeepSpeed itself reads configs
-// with hjson, which also allows comments; here comments are a parse error.
+// Unknown keys as DeepSpeed treats them: its checked sections (zero_optimization
+// and its offload sections; the optimizer's and scheduler's params, keyword
+// arguments) refuse them and negative sizes, naming a known key a typo away;
+// elsewhere it ignores them, as does this reader, with a note. Known keys with no
+// use here (deepspeed_keys.cpp says why) and "auto" values (Hugging Face's: keep
+// this trainer's value) are a folded note each; a note that changes the run is a
+// line. A value this trainer cannot honour (Lamb, amsgrad, OneCycle, ...) or of the
+// wrong JSON type is a one-line error naming the key. The file may have comments
+// and trailing commas, as DeepSpeed's hjson reader takes them; at most 1 MiB.
 #pragma once
 
 #include <string>

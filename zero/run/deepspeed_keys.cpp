@@ -1,6 +1,6 @@
-// Every key DeepSpeed's config documents, with why each has no effect here
-// (zero/run/deepspeed_keys.h), and the nearest known key to a typo. Mostly the
-// table itself, one key per line.
+// Every key DeepSpeed's config documents that the mapping does not read, with why
+// each has no effect here (zero/run/deepspeed_keys.h), and the known key a typo
+// away. Mostly the table itself, one key per line.
 #include "zero/run/deepspeed_keys.h"
 
 #include <algorithm>
@@ -16,99 +16,39 @@ std::string lower(std::string s) {
     return s;
 }
 
-// Section by section (nullptr: the mapping reads it; zero/run/deepspeed_config.h
-// says what a key outside the table does). Sections marked OPAQUE are whole
-// features of DeepSpeed this trainer does not have (logging back-ends,
-// profilers, pipeline parallelism, ...): one note for the section, its members
-// unchecked.
+// Section by section; not the keys the mapping reads, which it asks for by name
+// (zero/run/deepspeed_config.h says what a key in neither does). Sections marked
+// OPAQUE are whole features of DeepSpeed this trainer does not have (logging
+// back-ends, profilers, pipeline parallelism, ...): one note for the section, its
+// members unchecked.
 const char* const OPAQUE = "OPAQUE";
 const char* const BUCKETS = "communication is one collective per unit (a layer) here, so bucket sizes have no effect";
 const char* const PARAMS_IN_HOST = "parameters offload to cpu only (stage 3's slices are read by every pass); nvme holds only optimizer states";
 const char* const AIO_NVME = "the aio section tunes offload_optimizer.device nvme only";
 const char* const PREAD = "the disk is read and written here with plain pread and pwrite from threads, not libaio";
 const KnownKey KNOWN_KEYS[] = {
-    {"train_batch_size", nullptr},
-    {"train_micro_batch_size_per_gpu", nullptr},
-    {"gradient_accumulation_steps", nullptr},
-    {"gradient_clipping", nullptr},
-    {"optimizer", nullptr},
-    {"optimizer.type", nullptr},
-    {"optimizer.params", nullptr},
-    {"optimizer.params.lr", nullptr},
-    {"optimizer.params.betas", nullptr},
-    {"optimizer.params.eps", nullptr},
-    {"optimizer.params.weight_decay", nullptr},
-    {"optimizer.params.adam_w_mode", nullptr},
-    {"optimizer.params.amsgrad", nullptr},
     {"optimizer.params.torch_adam", "the CPU and GPU AdamW are this trainer's own"},
-    {"optimizer.params.bias_correction", "AdamW here always corrects the moments' bias"},
     {"optimizer.params.fp32_optimizer_states", "optimizer states are always fp32 here"},
-    {"scheduler", nullptr},
-    {"scheduler.type", nullptr},
-    {"scheduler.params", nullptr},
-    {"scheduler.params.warmup_num_steps", nullptr},
-    {"scheduler.params.warmup_max_lr", nullptr},
-    {"scheduler.params.cos_min_ratio", nullptr},
-    {"scheduler.params.warmup_type", nullptr},
-    {"scheduler.params.total_num_steps", "the run's length comes from -x or the data"},
-    {"scheduler.params.warmup_min_lr", "warmup here starts from lr x 1/warmup steps"},
-    {"scheduler.params.warmup_min_ratio", "warmup here starts from lr x 1/warmup steps"},
     {"scheduler.params.last_batch_iteration", "a resumed run takes its step from the checkpoint (-y 1)"},
-    {"scheduler.params.cycle_min_lr", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_max_lr", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_first_step_size", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_second_step_size", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_first_stair_count", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_second_stair_count", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.decay_step_size", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.decay_lr_rate", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_momentum", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_min_mom", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.cycle_max_mom", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.decay_mom_rate", "the OneCycle schedule is not implemented"},
-    {"scheduler.params.lr_range_test_min_lr", "the LRRangeTest schedule is not implemented"},
-    {"scheduler.params.lr_range_test_step_size", "the LRRangeTest schedule is not implemented"},
-    {"scheduler.params.lr_range_test_step_rate", "the LRRangeTest schedule is not implemented"},
-    {"scheduler.params.lr_range_test_staircase", "the LRRangeTest schedule is not implemented"},
-    {"fp16", nullptr},
-    {"fp16.enabled", nullptr},
-    {"fp16.loss_scale", nullptr},
-    {"fp16.initial_scale_power", nullptr},
-    {"fp16.loss_scale_window", nullptr},
-    {"fp16.hysteresis", nullptr},
-    {"fp16.min_loss_scale", nullptr},
-    {"fp16.consecutive_hysteresis", nullptr},
     {"fp16.auto_cast", "the model is written in the compute dtype; there is nothing to cast"},
     {"fp16.fp16_master_weights_and_grads", "masters are always fp32 here"},
-    {"bf16", nullptr},
-    {"bf16.enabled", nullptr},
     {"bf16.immediate_grad_update", "gradients are reduced as backward finishes each unit, always"},
     {"bf16.check_grad_overflow", "bf16 has fp32's range: overflow is checked for fp16 only"},
-    {"bfloat16", nullptr},
-    {"bfloat16.enabled", nullptr},
-    {"amp", nullptr},
-    {"amp.enabled", nullptr},
+    {"bf16.bf16_master_weights_and_grads", "masters are always fp32 here"},
+    {"bf16.bf16_optimizer_states", "optimizer states are always fp32 here"},
     {"amp.opt_level", "NVIDIA Apex AMP is not used here"},
-    {"zero_optimization", nullptr},
-    {"zero_optimization.stage", nullptr},
-    {"zero_optimization.offload_optimizer", nullptr},
-    {"zero_optimization.offload_optimizer.device", nullptr},
-    {"zero_optimization.offload_optimizer.pin_memory", nullptr},
+    {"zero_optimization.offload_optimizer.pin_memory", "host buffers are always pinned here"},
     {"zero_optimization.offload_optimizer.nvme_path", "only device nvme reads it"},
     {"zero_optimization.offload_optimizer.buffer_count", "cpu offload here double-buffers each unit's slices; buffer_count sizes device nvme's ring"},
     {"zero_optimization.offload_optimizer.pipeline_read", "nvme reads run ahead of the CPU AdamW here, always"},
     {"zero_optimization.offload_optimizer.pipeline_write", "nvme writes run behind the CPU AdamW here, always"},
     {"zero_optimization.offload_optimizer.fast_init", "the states are first written to disk one way here, so this changes nothing"},
     {"zero_optimization.offload_optimizer.ratio", "the CPU updates every slice it holds (no partial offload)"},
-    {"zero_optimization.offload_param", nullptr},
-    {"zero_optimization.offload_param.device", nullptr},
-    {"zero_optimization.offload_param.pin_memory", nullptr},
+    {"zero_optimization.offload_param.pin_memory", "host buffers are always pinned here"},
     {"zero_optimization.offload_param.nvme_path", PARAMS_IN_HOST},
     {"zero_optimization.offload_param.buffer_count", PARAMS_IN_HOST},
     {"zero_optimization.offload_param.buffer_size", PARAMS_IN_HOST},
     {"zero_optimization.offload_param.max_in_cpu", PARAMS_IN_HOST},
-    {"zero_optimization.cpu_offload", nullptr},
-    {"zero_optimization.cpu_offload_params", "use offload_param.device = cpu"},
     {"zero_optimization.cpu_offload_use_pin_memory", "host buffers are always pinned here"},
     {"zero_optimization.allgather_partitions", "stages 1-2 always all-gather the updated slices after the step here"},
     {"zero_optimization.allgather_bucket_size", BUCKETS},
@@ -124,7 +64,6 @@ const KnownKey KNOWN_KEYS[] = {
     {"zero_optimization.stage3_model_persistence_threshold", "every unit is partitioned here, however small"},
     {"zero_optimization.stage3_gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
     {"zero_optimization.stage3_gather_fp16_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
-    {"zero_optimization.gather_16bit_weights_on_model_save", "every checkpoint holds a full model.bin (rank 0 gathers each unit)"},
     {"zero_optimization.elastic_checkpoint", "checkpoints re-slice to any world size and stage here, always"},
     {"zero_optimization.load_from_fp32_weights", "resume always loads the fp32 masters"},
     {"zero_optimization.ignore_unused_parameters", "GPT-2 uses every parameter"},
@@ -140,9 +79,8 @@ const KnownKey KNOWN_KEYS[] = {
     {"zero_optimization.use_multi_rank_bucket_allreduce", BUCKETS},
     {"zero_optimization.pipeline_loading_checkpoint", "there is no pipeline parallelism here"},
     {"zero_optimization.override_module_apply", "the model is not a torch module"},
-    {"zero_optimization.module_granularity_threshold", "the units are fixed: embeddings, each layer, the final layernorm"},
+    {"zero_optimization.stage3_module_granularity_threshold", "the units are fixed: embeddings, each layer, the final layernorm"},
     {"zero_optimization.log_trace_cache_warnings", "stage 3's gather order is fixed, not traced"},
-    {"aio", nullptr},
     {"aio.block_size", AIO_NVME},
     {"aio.queue_depth", AIO_NVME},
     {"aio.intra_op_parallelism", AIO_NVME},
@@ -150,9 +88,6 @@ const KnownKey KNOWN_KEYS[] = {
     {"aio.use_gds", AIO_NVME},
     {"aio.single_submit", PREAD},
     {"aio.overlap_events", PREAD},
-    {"activation_checkpointing", nullptr},
-    {"activation_checkpointing.partition_activations", nullptr},
-    {"activation_checkpointing.cpu_checkpointing", nullptr},
     {"activation_checkpointing.contiguous_memory_optimization", "saved layer inputs are one buffer here, always"},
     {"activation_checkpointing.number_checkpoints", "-r 2 keeps every layer's input"},
     {"activation_checkpointing.synchronize_checkpoint_boundary", "the CPU build runs in order; the GPU build's streams are ordered by events"},
@@ -203,6 +138,11 @@ const KnownKey KNOWN_KEYS[] = {
 const KnownKey* known_key(const std::string& path) {
     for (const KnownKey& k : KNOWN_KEYS)
         if (path == k.path) return &k;
+    // zero_optimization's stage3_ keys go by their short names too (prefetch_bucket_size), as in DeepSpeed
+    const std::string zero = "zero_optimization.";
+    if (path.rfind(zero, 0) == 0 && path.find('.', zero.size()) == std::string::npos &&
+        path.find("stage3_") == std::string::npos)
+        return known_key(zero + "stage3_" + path.substr(zero.size()));
     return nullptr;
 }
 
@@ -221,16 +161,19 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     return row[b.size()];
 }
 
-std::string nearest_known_key(const std::string& prefix, const std::string& key) {
+std::string nearest_known_key(const std::string& prefix, const std::string& key, std::vector<std::string> names) {
+    for (const KnownKey& k : KNOWN_KEYS) {
+        const std::string p = k.path;
+        if (p.compare(0, prefix.size(), prefix) == 0 && p.find('.', prefix.size()) == std::string::npos)
+            names.push_back(p.substr(prefix.size()));
+    }
     std::string best;
     size_t best_d = SIZE_MAX;
-    for (const KnownKey& k : KNOWN_KEYS) {
-        std::string p = k.path;
-        if (p.compare(0, prefix.size(), prefix) != 0 || p.find('.', prefix.size()) != std::string::npos) continue;
-        size_t d = edit_distance(lower(key), p.substr(prefix.size()));
-        if (d < best_d) best_d = d, best = p.substr(prefix.size());
+    for (const std::string& name : names) {
+        const size_t d = edit_distance(lower(key), name);
+        if (d < best_d) best_d = d, best = name;
     }
-    return best;
+    return best_d <= std::max<size_t>(2, key.size() / 3) ? best : "";  // only a key a typo away
 }
 
 }  // namespace deepspeed_detail

@@ -50,13 +50,21 @@ inline const std::vector<FlagSpec>& flag_specs() {
         flag("-d", "--total_batch", &O::total_batch,
              "tokens per optimizer step; a multiple of B*T*ranks, the ratio being gradient accumulation (-1: B*T*ranks)"),
         flag("-l", "--lr", &O::learning_rate, "peak learning rate"),
-        flag("-u", "--warmup", &O::warmup_steps, "linear warmup steps"),
+        flag("-u", "--warmup", &O::warmup_steps, "warmup steps"),
         flag("-q", "--final_lr_frac", &O::final_lr_frac, "cosine decay ends at this fraction of the peak"),
+        flag(nullptr, "--lr_schedule", &O::lr_schedule,
+             "cosine: -u linear warmup steps, then cosine decay to -q x -l at the run's end; or DeepSpeed's WarmupLR, "
+             "WarmupDecayLR, WarmupCosineLR as its lr_schedules compute them, with -u, -q and the three flags below"),
+        flag(nullptr, "--warmup_type", &O::warmup_type, "DeepSpeed's schedules: log or linear warmup"),
+        flag(nullptr, "--warmup_min_ratio", &O::warmup_min_ratio, "DeepSpeed's schedules: warmup starts at this x -l"),
+        flag(nullptr, "--total_num_steps", &O::total_num_steps,
+             "DeepSpeed's WarmupDecayLR and WarmupCosineLR: the step their decay ends at (0: the run's last)"),
         flag("-c", "--weight_decay", &O::weight_decay, "AdamW decoupled weight decay (matrices, embeddings)"),
         flag(nullptr, "--grad_clip", &O::grad_clip, "clip the global gradient norm to this (0: off)"),
         flag(nullptr, "--adam_beta1", &O::adam_beta1, "AdamW: decay of the first moment"),
         flag(nullptr, "--adam_beta2", &O::adam_beta2, "AdamW: decay of the second moment"),
         flag(nullptr, "--adam_eps", &O::adam_eps, "AdamW: added to the second moment's root"),
+        flag(nullptr, "--adam_bias_correction", &O::adam_bias_correction, "AdamW: 1 divides the moments by 1 - beta^t"),
         flag("-x", "--steps", &O::max_steps, "optimizer steps (-1: one epoch of the training data; 0 with -o: write the initial model and exit)"),
         flag("-f", "--shuffle", &O::shuffle, "1: shuffle shards and batches every epoch"),
         flag(nullptr, "--seed", &O::seed, "seed of initialisation, shuffling, rounding and sampling"),
@@ -203,14 +211,22 @@ inline void print_usage(const char* prog) {
     printf("\n  -h, --help                 this list\n");
 }
 
-// Records which flags' values the DeepSpeed config changed (its batch keys count
-// as -b and -d, which resolve_deepspeed_batch sets from them).
+// Records which flags' values the DeepSpeed config decided: those it changed (its
+// batch keys count as -b and -d, which resolve_deepspeed_batch sets from them), and
+// always the stage, the clip, the learning rate and its schedule.
 inline void note_config_settings(const TrainOptions& before, TrainOptions& after) {
+    const std::string& s = after.lr_schedule;  // and the schedule's own flags
+    const std::string shown = std::string(" --zero_stage --grad_clip --lr --lr_schedule --warmup ") +
+                              (s != "cosine" ? "--warmup_type --warmup_min_ratio " : "") +
+                              (s == "WarmupDecayLR" || s == "WarmupCosineLR" ? "--total_num_steps " : "") +
+                              (s == "cosine" || s == "WarmupCosineLR" ? "--final_lr_frac " : "");
     for (const FlagSpec& f : flag_specs()) {
         bool batch = (f.i == &TrainOptions::micro_batch || f.l == &TrainOptions::total_batch) &&
                      (after.grad_accum != before.grad_accum || after.train_batch_seqs != before.train_batch_seqs);
         if (f.s == &TrainOptions::deepspeed_config) continue;
-        if (batch || flag_value_text(f, before) != flag_value_text(f, after)) after.set_by_config.push_back(f.long_name);
+        if (batch || shown.find(std::string(" ") + f.long_name + " ") != std::string::npos ||
+            flag_value_text(f, before) != flag_value_text(f, after))
+            after.set_by_config.push_back(f.long_name);
     }
 }
 

@@ -21,6 +21,11 @@ struct TrainOptions {
     float learning_rate = 3e-4f;
     int warmup_steps = 0;
     float final_lr_frac = 1.0f;
+    // the schedule (learning_rate_at, zero/run/run_setup.h): cosine, or DeepSpeed's WarmupLR, WarmupDecayLR,
+    // WarmupCosineLR with their warmup curve, start (x lr) and last step (0: the run's last)
+    std::string lr_schedule = "cosine", warmup_type = "log";
+    float warmup_min_ratio = 0.0f;
+    int total_num_steps = 0;
     float weight_decay = 0.0f;
     float grad_clip = 1.0f;
     int max_steps = -1;  // -1: one epoch
@@ -84,6 +89,7 @@ struct TrainOptions {
     float min_loss_scale = 1.0f;
     // AdamW's moments
     float adam_beta1 = 0.9f, adam_beta2 = 0.95f, adam_eps = 1e-8f;
+    int adam_bias_correction = 1;
     // a DeepSpeed-style JSON config (zero/run/deepspeed_config.h), applied where the
     // flag stands on the command line: later flags override it
     std::string deepspeed_config;

@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cmath>
 
 // The threads this process may use: OMP_NUM_THREADS when set (its first
 // number, as OpenMP reads it), else every online core.
@@ -113,7 +114,33 @@ inline LossScalerConfig loss_scaler_config(const TrainOptions& o) {
 }
 
 inline OptimizerConfig optimizer_config(const TrainOptions& o) {
-    return {o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.grad_clip};
+    return {o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.grad_clip, o.adam_bias_correction != 0};
+}
+
+// The learning rate of optimizer step `step` (from 0) of a run of total_steps. cosine: linear warmup, lr x
+// (step + 1) / -u, then cosine decay to -q x lr at the run's end. DeepSpeed's: its scheduler moves after each
+// step, so step s runs at its iteration i = s - 1 (-1: warmup_min_lr; WarmupCosineLR 0). Warmup from start =
+// --warmup_min_ratio x lr over W = max(2, -u), by ln(i + 1) / ln(W) (log) or i / W; then WarmupLR holds lr,
+// WarmupDecayLR falls linearly back to start at --total_num_steps, WarmupCosineLR on a cosine to -q x lr.
+inline float learning_rate_at(const TrainOptions& o, int step, int total_steps) {
+    const float lr = o.learning_rate;
+    if (o.lr_schedule == "cosine") {
+        if (step < o.warmup_steps) return lr * (step + 1) / o.warmup_steps;
+        float min_lr = lr * o.final_lr_frac;
+        int decay_steps = std::max(1, total_steps - o.warmup_steps);
+        float ratio = std::min(1.0f, (float)(step - o.warmup_steps) / decay_steps);
+        return min_lr + 0.5f * (1.0f + cosf((float)M_PI * ratio)) * (lr - min_lr);
+    }
+    const int i = step - 1, warmup = std::max(2, o.warmup_steps);
+    const double start = (double)lr * o.warmup_min_ratio, end = o.total_num_steps > 0 ? o.total_num_steps : total_steps;
+    if (i < 0) return o.lr_schedule == "WarmupCosineLR" ? 0.0f : (float)start;
+    const double warm = o.warmup_type == "log" ? std::log(i + 1.0) / std::log(warmup) : (double)i / warmup;
+    if (i < warmup) return (float)(start + (lr - start) * warm);
+    const double decay_steps = std::max(1.0, end - warmup), end_frac = o.final_lr_frac;
+    if (o.lr_schedule == "WarmupLR") return lr;
+    if (o.lr_schedule == "WarmupDecayLR") return (float)(start + (lr - start) * std::max(0.0, (end - i) / decay_steps));
+    const double progress = std::min(1.0, (i - warmup + 1) / decay_steps);
+    return (float)(lr * std::max(0.0, end_frac + (1.0 - end_frac) * 0.5 * (1.0 + std::cos(M_PI * progress))));
 }
 
 inline DType parse_precision(const std::string& p) {
@@ -276,10 +303,15 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
           "learning rate schedule: -l >= 0, -u >= 0 and 0 <= -q <= 1 please");
+    const std::string schedules = " cosine WarmupLR WarmupDecayLR WarmupCosineLR ";
+    CHECK(schedules.find(" " + o.lr_schedule + " ") != std::string::npos && o.warmup_min_ratio >= 0 &&
+              (o.warmup_type == "log" || o.warmup_type == "linear") && o.total_num_steps >= 0,
+          "--lr_schedule cosine, WarmupLR, WarmupDecayLR or WarmupCosineLR, --warmup_type log or linear, "
+          "--warmup_min_ratio and --total_num_steps >= 0 please");
     CHECK(o.weight_decay >= 0.0f && o.grad_clip >= 0.0f, "weight decay and gradient clip must be >= 0");
     CHECK(o.adam_beta1 >= 0.0f && o.adam_beta1 < 1.0f && o.adam_beta2 >= 0.0f && o.adam_beta2 < 1.0f &&
-              o.adam_eps > 0.0f,
-          "AdamW: 0 <= --adam_beta1, --adam_beta2 < 1 and --adam_eps > 0 please");
+              o.adam_eps > 0.0f && (o.adam_bias_correction == 0 || o.adam_bias_correction == 1),
+          "AdamW: 0 <= --adam_beta1, --adam_beta2 < 1, --adam_eps > 0 and --adam_bias_correction 0 or 1 please");
     CHECK(o.max_steps >= -1, "-x (steps) must be -1 (one epoch), 0 (only write the initial model with -o) or more (got %d)",
           o.max_steps);
     CHECK(o.val_every >= 0 && o.sample_every >= 0 && o.checkpoint_every >= -1 && o.gen_tokens >= 0 &&
