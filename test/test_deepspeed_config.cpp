@@ -419,10 +419,10 @@ void test_notes() {
 
     // a key DeepSpeed's checked sections do not take is an error, naming the known key a typo away
     expect_config_error("stgae", R"({"zero_optimization": {"stgae": 3}})",
-                        "ds.json:1:33: unknown DeepSpeed key zero_optimization.stgae (did you mean zero_optimization.stage?): "
-                        "DeepSpeed refuses it too");
+                        "ds.json:1:33: zero_optimization.stgae (did you mean zero_optimization.stage?): "
+                        "a key this trainer does not read");
     expect_config_error("params typo", R"({"optimizer": {"type": "AdamW", "params": {"weight_decya": 0.1}}})",
-                        "unknown DeepSpeed key optimizer.params.weight_decya (did you mean optimizer.params.weight_decay?)");
+                        "optimizer.params.weight_decya (did you mean optimizer.params.weight_decay?)");
 }
 
 void test_precision() {
@@ -721,8 +721,8 @@ void test_nvme_offload() {
                         "aio.queue_depth must be an integer in 1..1024 (got \"8\" (a string))");
     expect_config_error("offload typo", R"({"zero_optimization": {"offload_optimizer": {"device": "nvme", "nvme_path": "d",
                                                                                   "buffer_cont": 8}}})",
-                        "unknown DeepSpeed key zero_optimization.offload_optimizer.buffer_cont (did you mean "
-                        "zero_optimization.offload_optimizer.buffer_count?): DeepSpeed refuses it too");
+                        "zero_optimization.offload_optimizer.buffer_cont (did you mean "
+                        "zero_optimization.offload_optimizer.buffer_count?): a key this trainer does not read");
 }
 
 }  // namespace

@@ -177,14 +177,17 @@ class Section {
             const KnownKey* k = known_key(path);
             const JsonValue& v = m[i].value;
             if (!k && strict)
-                fail("%s: unknown DeepSpeed key %s%s: DeepSpeed refuses it too", v.where().c_str(), path.c_str(),
-                     hint.c_str());
+                fail("%s: %s%s: a key this trainer does not read, in a section where DeepSpeed refuses keys it does "
+                     "not know", v.where().c_str(), path.c_str(), hint.c_str());
             if (!k)
                 note(notes(), "ignoring unknown DeepSpeed key %s%s, as DeepSpeed does%s", path.c_str(), hint.c_str(),
                      path_ == "bf16" || path_ == "fp16" ? " up to 0.17.0 (later versions refuse it)" : "");
             else if (strict && v.is_number() && v.as_number() < 0 && m[i].key != "mics_shard_size" &&
                      m[i].key.find("module_granularity_threshold") == std::string::npos)  // (its signed two)
                 bad(v, m[i].key.c_str(), "a number >= 0, as DeepSpeed checks");
+            else if (v.is_bool() && v.as_bool() &&  // (masters or states in 16 bits)
+                     (m[i].key.find("16_master_weights") != std::string::npos || m[i].key == "bf16_optimizer_states"))
+                note(notes(), "%s: true keeps them in 16 bits in DeepSpeed; %s", path.c_str(), k->why);
             else if (notes_)
                 notes_->add(k->why == OPAQUE ? notes_->absent : notes_->no_effect, path);
         }
