@@ -3,7 +3,7 @@
 // (devtools://devtools/bundled/trace_app.html, "Load profile"), its first
 // rank's lanes opened and zoomed into a few layers of the forward pass.
 //
-//   apt-get install chromium; npm install playwright-core
+//   apt-get install chromium; npm install -g playwright-core (NODE_PATH=$(npm root -g))
 //   node dev/trace_screenshot.js out/reproduce/stage3_trace.json dev/figures/stage3_trace.png
 //
 // The clicks are at the panel's places in Chromium 156 at 1600 x 900; another
@@ -17,9 +17,12 @@ const [trace, png] = process.argv.slice(2);
   const page = await ctx.newPage();
   const pause = (ms) => page.waitForTimeout(ms);
   await page.goto('devtools://devtools/bundled/trace_app.html');
-  await pause(3000);
-  await page.keyboard.press('Escape');  // (its "no debugging connection" note)
-  await page.getByText('Performance', { exact: true }).first().click();
+  const tab = page.getByText('Performance', { exact: true }).first();
+  await tab.waitFor({ timeout: 30000 });
+  for (let tries = 0; ; tries++) {  // its "no debugging connection" note may cover the tab a while
+    await page.keyboard.press('Escape');
+    try { await tab.click({ timeout: 1000 }); break; } catch (e) { if (tries > 20) throw e; }
+  }
   await pause(1000);
   await page.locator('input[type=file]').first().setInputFiles(trace);
   await pause(5000);

@@ -460,9 +460,9 @@ inline void write_paper_throughput(const std::string& dir, const std::string& pr
         rep.para("`stage3_trace.json`: the first model of Figure 2 (" + fmt("%.2gB", ParamLayout(run.cfg, 1).num_parameters() / 1e9) +
                  ", 400 V100, B " + fmt("%.0f", z.batch) + ") at ZeRO stage 3, one rank's predicted step (" +
                  fmt("%.3g s", s.step_s) + ") as `--trace` writes it: open it in ui.perfetto.dev or Chromium's DevTools Performance panel. "
-                 "Each unit's all-gather on the comm stream runs while the compute stream works on the unit before "
-                 "(acquire_params prefetches the next visit), the backward's reduce-scatters follow each unit's "
-                 "gradients, and the step's host work closes it.");
+                 "The profile's software, as the paper's, does not overlap the data group's collectives with "
+                 "compute: each unit's all-gather runs on the compute stream just ahead of the unit's forward and "
+                 "backward, its reduce-scatter just after its backward; the comm stream only adds up gradients.");
     }
     rows.clear();
     Misses m3;
