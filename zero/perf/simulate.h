@@ -36,6 +36,7 @@ struct StepPrediction {
     double bubble = 0;            // pipelines: the stages' idle share
     std::vector<std::pair<std::string, double>> exposed;  // kind of work -> seconds it adds
     int ops = 0, interpolated = 0;  // operations in a step; how many had no measurement at their shape
+    std::set<std::string> unmeasured;  // kernel kinds no measurement timed (op_time.h: as device copies)
     Timeline timeline;              // the two steps laid out (zero/base/timeline.h): the trace's times
 };
 
@@ -64,6 +65,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
             if (s.ops[i].step == 1) p.flops += op_flops(s.ops[i].name, s.ops[i].dims), p.ops++;
         }
         p.interpolated += timer.interpolated / 2;
+        p.unmeasured.insert(timer.unmeasured.begin(), timer.unmeasured.end());
     }
     bool sync = prof.synchronous && pl.emulated;
     const int P = q.pp();

@@ -25,6 +25,8 @@ inline void prepare_prediction(TrainOptions& o) {
     Profile p = load_profile(o.predict);
     if (p.measured) return;
     CHECK(o.nodes >= 1, "--nodes must be at least 1 (got %d)", o.nodes);
+    CHECK(o.nodes == 1 || p.network_gbs > 0, "%s has no network between nodes (network.node_gbs): --nodes 1",
+          o.predict.c_str());
     CHECK(o.ranks == 1, "--ranks emulates ranks in this process; on a cluster profile the world is --nodes x %d",
           p.devices_per_node);
     o.ranks = o.nodes * p.devices_per_node;
@@ -69,6 +71,9 @@ inline void print_step_prediction(const StepPrediction& s, const MemoryQuery& q,
     if (s.interpolated > 0)
         fprintf(out, "  %d of the %d operations per step were not measured at their shape: interpolated "
                      "(zero/perf/op_time.h)\n", s.interpolated, s.ops);
+    for (const std::string& k : s.unmeasured)
+        fprintf(out, "  no measurement of %s: timed as a device copy of its bytes there (zero/perf/op_time.h)\n",
+                k.c_str());
 }
 
 // The options o with a fit check's suggested flags applied ("-z 3 -b 2 (x4

@@ -160,7 +160,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
 
     // the world
     r.launch = detect_launch_env();
-    CHECK(o.ranks >= 1 && o.ranks <= 4096, "--ranks must be between 1 and 4096 (got %d)", o.ranks);
+    CHECK(o.ranks >= 1, "--ranks must be at least 1 (got %d)", o.ranks);
     if (r.launch.world > 1) {
 #ifndef ZERO_CUDA
         fail("launched as %d processes (%s), but the CPU build runs ranks only as threads: use --ranks N",
@@ -270,10 +270,6 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--partition_activations must be 0 or 1 (got %d)", o.partition_activations);
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
-    for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
-        ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
-        check_no_error(ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate());
-    }
 
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
@@ -302,4 +298,17 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
               "fp16 loss scaling: --loss_scale >= 0, 0 <= --initial_scale_power <= 60, --loss_scale_window >= 1, "
               "--hysteresis >= 1, --min_loss_scale > 0");
     return r;
+}
+
+// What a run of its ranks needs beyond a description of it (a dry run, an estimate or a prediction runs none and
+// reads no data, at any size): its emulated ranks as this process's threads, a part of every unit for each
+// data-parallel rank to own and, when it trains, a vocabulary the uint16 tokens of llm.c's data files can name.
+inline void check_runnable(const TrainOptions& o, const RunSetup& r, bool reads_data) {
+    CHECK(r.ranks_per_process <= 4096, "--ranks must be between 1 and 4096 (got %d)", o.ranks);
+    for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
+        ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
+        check_no_error(ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate());
+    }
+    CHECK(!reads_data || r.cfg.vocab_size <= 65536, "vocab %d does not fit the uint16 tokens of llm.c data files (a "
+          "dry run, --estimate and --predict take any)", r.cfg.vocab_size);
 }
