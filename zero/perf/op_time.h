@@ -16,9 +16,9 @@
 // efficiency (rate / peak) its kind reached elsewhere — the profile's own
 // `efficiency` table, else along `efficiency_from` to a measured profile (a
 // fused GELU at the plain matmul's) — applied to this device's peak FLOP/s or
-// memory bandwidth (a kind the measured profile never timed, such as -r 1's
-// GELU where it fuses GELU into the matmul: its bytes at the rate of that
-// profile's device copies); a pipeline's receive crosses the link or the network;
+// memory bandwidth (a kind the measured profile never timed, such as the GELU
+// -r 1 recomputes where its runs fused GELU into the matmul: its bytes at the
+// rate of that profile's device copies); a pipeline's receive crosses the link or the network;
 // collectives follow zero/perf/collectives.h over the node's link and the
 // network; transfers cross PCIe; the CPU AdamW and the host adds run at the
 // host's rates.

@@ -52,9 +52,10 @@ inline const char* op_category(const StepOp& op) {
     return "compute";
 }
 
-// The step of a run whose stages' schedules are `stages` (q: the run's, any stage's).
+// The step of a run whose stages' schedules are `stages` (q: the run's, any stage's); with `breakdown`, what
+// each kind of work adds (a lay-out per kind).
 inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, const MemoryQuery& q, const Profile& prof,
-                                   const Placement& pl) {
+                                   const Placement& pl, bool breakdown = true) {
     std::vector<std::vector<double>> dur;
     StepPrediction p;
     for (const StepSchedule& s : stages) {
@@ -96,6 +97,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
     p.flops *= pl.emulated ? (double)q.world * q.tp : 1.0 / P;
     p.tflops_per_device = p.flops / p.step_s / 1e12;
     for (double b : p.timeline.busy) p.bubble += (1.0 - b / p.step_s) / P;
+    if (!breakdown) return p;
     std::vector<std::string> kinds;
     for (const StepSchedule& s : stages)
         for (const StepOp& op : s.ops)

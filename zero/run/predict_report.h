@@ -110,11 +110,11 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
     write_trace(path, ranks, "predicted on " + profile + " (a dry run laid out by the step-time model)", s.step_s);
 }
 
-// A run's step on a profile, from its dry run (and with `trace`, its timeline written there).
+// A run's step on a profile, from its dry run, without the breakdown (and with `trace`, its timeline written there).
 inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p,
                                   const std::string& trace = "") {
     const std::vector<RecordedRank> dry = dry_run(o, run);
-    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, {p.measured, run.world});
+    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, {p.measured, run.world}, false);
     if (!trace.empty()) write_predicted_trace(trace, dry, s, p.path);
     return s;
 }
@@ -180,8 +180,10 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
                         "panel, opens it)\n", o.trace.c_str());
         return;
     }
-    std::vector<FitOption> options =
-        fitting_options(q, [&](const MemoryQuery& a) { double d, h; rank_need(a, d, h); return d <= p.memory_gib * GiB; });
+    std::vector<FitOption> options = fitting_options(q, [&](const MemoryQuery& a) {  // (NVMe: where the profile has a disk)
+        double d, h; rank_need(a, d, h);
+        return d <= p.memory_gib * GiB && (!a.offload_nvme || p.disk_read_gbs > 0);
+    });
     if (options.size() > (size_t)3 * FIT_OPTIONS_SHOWN) options.resize(3 * FIT_OPTIONS_SHOWN);  // the cheapest
     for (FitOption& f : options) {
         TrainOptions a = with_flags(o, run, f.flags);
