@@ -23,19 +23,17 @@ struct CommandRun {
     std::string output;   // stdout and stderr together (also in the log file)
 };
 
-// CPU seconds the whole machine has been busy (/proc/stat: user, nice, system, irq, softirq, steal), and this
-// process's waited-for children's (the commands it ran).
-inline double machine_busy_seconds() {
+// CPU seconds the whole machine has been busy (/proc/stat: user, nice, system, irq, softirq, steal), less
+// those of this process's waited-for children (the commands it ran): what other processes took.
+inline double others_cpu_seconds() {
     std::ifstream in("/proc/stat");
     std::string cpu;
     double v[8] = {};
     in >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6] >> v[7];
-    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / sysconf(_SC_CLK_TCK);
-}
-inline double children_cpu_seconds() {
     rusage u;
     getrusage(RUSAGE_CHILDREN, &u);
-    return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / sysconf(_SC_CLK_TCK) -
+           (u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec));
 }
 
 // The whole file ("" if it cannot be read).
@@ -47,11 +45,10 @@ inline std::string read_text_file(const std::string& path) {
 inline CommandRun run_logged(const std::string& command, const std::string& log_path) {
     CommandRun r;
     HostClock clock;
-    const double busy = machine_busy_seconds(), own = children_cpu_seconds();
+    const double others = others_cpu_seconds();
     int raw = std::system((command + " > '" + log_path + "' 2>&1").c_str());
     r.seconds = clock.seconds();
-    r.others = std::max(0.0, machine_busy_seconds() - busy - (children_cpu_seconds() - own)) /
-               (r.seconds * sysconf(_SC_NPROCESSORS_ONLN));
+    r.others = std::max(0.0, others_cpu_seconds() - others) / (r.seconds * sysconf(_SC_NPROCESSORS_ONLN));
     r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     r.output = read_text_file(log_path);
     return r;

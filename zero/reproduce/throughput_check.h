@@ -118,7 +118,7 @@ inline double measured_seconds(const std::string& out, int warmup) {
 // flags: a directory of the check's, for NVMe offload's files). Every calibration goes into `all` too.
 inline CheckPoint check_run(const CheckSettings& s, const std::string& flags, const std::string& dir,
                             const std::string& log, Profile& all) {
-    CheckPoint p{flags};
+    CheckPoint p{.flags = flags};
     std::string run_flags = flags;
     if (size_t at = run_flags.find("{scratch}"); at != std::string::npos) {
         run_logged("mkdir -p '" + dir + "/scratch'", "/dev/null");
@@ -188,7 +188,7 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
     std::vector<double> errs;
     int busy = 0;  // runs whose times a busy machine spoilt
     std::vector<std::vector<std::string>> rows;
-    LineSeries pts_line{"runs", {}, {}, plot_color(0), false, true, false, 5};
+    LineSeries pts_line{.label = "runs", .color = plot_color(0), .line = false, .marker_radius = 5};
     for (const CheckPoint& p : pts) {
         const bool ran = std::isfinite(p.predicted) && std::isfinite(p.measured), ok = ran && p.why.empty();
         const std::string note = p.note.empty() ? "" : "; " + p.note;
@@ -204,15 +204,14 @@ inline void write_throughput_check(const CheckSettings& s, const std::vector<Che
     csv.save();
     const double median_error = median(errs);
     const double worst = errs.empty() ? NAN : *std::max_element(errs.begin(), errs.end());
-    Chart c;
-    c.title = "step time: predicted against measured (" + device + ")";
-    c.x.label = "measured step (s)", c.y.label = "predicted step (s)";
-    c.x.log = c.y.log = true;
+    Chart c{.title = "step time: predicted against measured (" + device + ")",
+            .x = {.label = "measured step (s)", .log = true}, .y = {.label = "predicted step (s)", .log = true}};
     double lo = 1e9, hi = 0;
     for (double v : pts_line.x) lo = std::min(lo, v), hi = std::max(hi, v);
-    c.lines.push_back({"predicted = measured", {lo / 1.2, hi * 1.2}, {lo / 1.2, hi * 1.2}, PLOT_INK, true, false, true});
-    c.lines.push_back({"+-15%", {lo / 1.2, hi * 1.2}, {lo / 1.2 * 1.15, hi * 1.2 * 1.15}, plot_color(7), true, false, true});
-    c.lines.push_back({"", {lo / 1.2, hi * 1.2}, {lo / 1.2 * 0.85, hi * 1.2 * 0.85}, plot_color(7), true, false, true});
+    for (double f : {1.0, 1.15, 0.85})  // predicted = measured, and +-15%
+        c.lines.push_back({.label = f == 1 ? "predicted = measured" : f > 1 ? "+-15%" : "", .x = {lo / 1.2, hi * 1.2},
+                           .y = {lo / 1.2 * f, hi * 1.2 * f}, .color = f == 1 ? PLOT_INK : plot_color(7), .dashed = true,
+                           .markers = false});
     c.lines.push_back(pts_line);
     write_png(dir + "/throughput_check.png", render_chart(c));
     rep.heading("The step-time model checked against measured runs");
