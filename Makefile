@@ -1,4 +1,4 @@
-# train_gpt2_zero: GPT-2 with ZeRO stages 0-3 in C++17/CUDA.
+# train_gpt2_zero: GPT-2 with ZeRO stages 0-3 in C++20/CUDA.
 #
 #   make -j16         the CUDA trainer ./train_gpt2_zero (compiles wherever nvcc is; -jN: N units at once)
 #   make cpu          the CPU trainer ./train_gpt2_zero_cpu (g++ only)
@@ -27,13 +27,13 @@ NCCL_LIBFILE := $(word 3,$(NCCL_FOUND))
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) $(CUDA_HOME)/lib64)
 
 NVCC_OPT ?= -O3
-NVCC_FLAGS ?= $(NVCC_OPT) -std=c++17 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
+NVCC_FLAGS ?= $(NVCC_OPT) -std=c++20 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
               $(if $(NCCL_INC),-I$(NCCL_INC))
 NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas \
              $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE),-lnccl) -lgomp
 
 CXX ?= g++
-CPU_FLAGS ?= -O3 -std=c++17 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
+CPU_FLAGS ?= -O3 -std=c++20 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
 
 # One object per translation unit, each with its header dependencies (-MMD -MP),
 # so `make -jN` compiles them in parallel and an edit recompiles only what
@@ -194,7 +194,7 @@ test-programs:
 # targets built with g++ and a plain main() (test/fuzz_tests.cmake): no clang.
 FUZZ_TARGETS := $(patsubst test/fuzz/fuzz_%.cpp,%,$(sort $(wildcard test/fuzz/fuzz_*.cpp)))
 FUZZ_CXX ?= clang++
-FUZZ_FLAGS ?= -g -O1 -std=c++17 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
+FUZZ_FLAGS ?= -g -O1 -std=c++20 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fopenmp \
               -I. -DZERO_CPU -DZERO_FAIL_THROWS
 FUZZ_HOST_OBJS := $(patsubst %.cpp,build/fuzz/host/%.o,zero/base/json.cpp zero/run/deepspeed_batch.cpp \
                   zero/run/deepspeed_config.cpp zero/run/deepspeed_keys.cpp zero/comm/bootstrap.cpp \

@@ -267,6 +267,7 @@ int main(int argc, char** argv) {
     if (run.launch.world > 1) cudaCheck(cudaSetDevice(select_rank_device(run.launch)));
 #endif
     if (!o.calibrate.empty()) {  // time this run's operations into a measured profile
+        check_runnable(o, run, false);
         in_dtype(run.dtype, [&](auto t) { calibrate_profile<decltype(t)>(o, run, dtype_name(run.dtype), stdout); });
         return 0;
     }
@@ -284,6 +285,7 @@ int main(int argc, char** argv) {
         return 0;
     }
 
+    check_runnable(o, run, true);
     refuse_if_too_big(o, run);  // (its cudaMemGetInfo opens the CUDA context)
     device_used_at_start = device_memory_used();
     if (run.launch.rank == 0) claim_output_dir(o.output_dir, o.resume != 0, o.overwrite != 0);

@@ -12,7 +12,7 @@
 # (see data/fetch_npm.sh). Paths are relative to the repository root, where make runs.
 
 DATA_CXX ?= g++
-DATA_CXXFLAGS ?= -std=c++17 -O2 -march=native
+DATA_CXXFLAGS ?= -std=c++20 -O2 -march=native
 DATA_HEADERS := data/bpe.h data/tokenizer.h data/dataloader.h data/unicode_tables.h zero/base/common.h zero/base/json.h
 # the tool and the host unit its tokenizer needs (bpe.h reads encoder.json with zero/base/json.h)
 DATA_SOURCES := data/prepare_data.cpp zero/base/json.cpp

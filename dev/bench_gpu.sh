@@ -366,7 +366,7 @@ offload)
     # and upload; the section took 9.3 minutes on an H100 with 12 steps each)
     section "CPU AdamW on this machine's cores"
     mkdir -p build
-    g++ -std=c++17 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp kernels/cpu/adamw_simd.cpp \
+    g++ -std=c++20 -O3 -march=native -fopenmp -I. dev/bench_cpu_adamw.cpp kernels/cpu/adamw_simd.cpp \
         -o build/bench_cpu_adamw -lpthread &&
         timeout 120 build/bench_cpu_adamw >"$OUT/cpu_adamw.log" 2>&1
     tail -n 12 "$OUT/cpu_adamw.log"

@@ -369,8 +369,7 @@ inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
 }
 
 inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channels, int num_heads) {
-    KernelCtx ctx;
-    ctx.stream = stream_create(Lane::Compute, "the compute stream");
+    KernelCtx ctx{.stream = stream_create(Lane::Compute, "the compute stream")};
 #ifdef ZERO_CUDA
     if (!dry_recorder()) cublasCheck(cublasLtCreate(&ctx.lt));  // (a dry run launches nothing)
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;

@@ -9,9 +9,12 @@
 //     without optimizer offload;
 //   * --offload_delay_steps: negative, without optimizer offload, with
 //     parameter offload;
-//   * --predict on a missing or malformed profile, on no nodes, with a
-//     tensor-parallel degree the cluster's devices do not divide; --calibrate
-//     into a profile from specifications;
+//   * --predict on a missing or malformed profile, on no nodes, on several
+//     nodes of a profile without a network, with a tensor-parallel degree the
+//     cluster's devices do not divide; --calibrate into a profile from
+//     specifications;
+//   * a run (not a prediction) of more than 4096 emulated ranks, or of a
+//     vocabulary beyond the uint16 tokens of llm.c's data files;
 //   * a stage-3 config with train_batch_size but no micro-batch, on 4 emulated
 //     ranks: micro-batch train_batch_size / 4, no accumulation, stage 3, and the
 //     header says so; a misspelt key is refused naming the right one.
@@ -71,6 +74,11 @@ int main(int argc, char** argv) {
     fclose(bad);
     expect_error("--predict " + dir + "/bad_profile.json", "peak_tflops must be a number");
     expect_error("--predict " + spec + " --nodes 0", "--nodes must be at least 1 (got 0)");
+    const std::string one_h100 = spec.substr(0, spec.rfind('/') + 1) + "h100.json";
+    expect_error("--predict " + one_h100 + " --nodes 2", "h100.json has no network between nodes (network.node_gbs)");
+    // what only a real run needs: its ranks as threads, and tokens llm.c's uint16 files can hold
+    expect_error("--ranks 5000", "--ranks must be between 1 and 4096 (got 5000)");
+    expect_error("-e L=2,H=4,C=64,V=70000,T=64", "vocab 70000 does not fit the uint16 tokens of llm.c data files");
     expect_error("--predict " + spec + " --tp 32", "world size 16 is not a multiple of --tp 32");
     std::string copy = dir + "/spec_copy.json";
     run_command("cp " + spec + " " + copy + " && cp " + spec.substr(0, spec.rfind('/') + 1) + "v100_gemm.csv " + dir);

@@ -62,7 +62,7 @@ done
 
 echo "== 3. a program linked with those flags"
 # shellcheck disable=SC2086
-"$NVCC" -std=c++17 $(echo "$cflags" | grep -o -- "-I[^ ]*") -o "$WORK/nccl_probe" "$REPO/test/nccl_probe.cu" $libs ||
+"$NVCC" -std=c++20 $(echo "$cflags" | grep -o -- "-I[^ ]*") -o "$WORK/nccl_probe" "$REPO/test/nccl_probe.cu" $libs ||
     fail "cannot link against the wheel's NCCL"
 runpath=$(readelf -d "$WORK/nccl_probe" | grep -E 'RUNPATH|RPATH')
 echo "  $runpath"

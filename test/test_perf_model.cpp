@@ -24,8 +24,8 @@
 //     predicted takes exactly its published time.
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
-
 
 #include "test/test_util.h"
 #include "zero/pipeline/schedule.h"
@@ -297,14 +297,16 @@ static void costs() {
 
 static void step_flops_and_sums() {
     const std::string model = "-e L=3,H=4,C=64,V=512,T=64 -p fp32 -b 2 -t 32 -d 128";
-    const double L = 3, C = 64, T = 32, Vp = padded_vocab(512), tokens = 2 * 32 * 2;
-    for (int r : {0, 2}) {
-        StepSchedule s = schedule_of(model + " -r " + std::to_string(r));
-        double flops = 0;
-        for (const StepOp& o : s.ops) flops += o.step == 0 ? op_flops(o.name, o.dims) : 0;
-        double per_token = 6 * (12 * L * C * C + Vp * C) + 6 * L * C * T + (r == 2 ? 2 * 12 * L * C * C + 2 * L * C * T : 0);
-        EXPECT(near(flops, per_token * tokens), "recompute %d: %.6g FLOP, closed form %.6g", r, flops, per_token * tokens);
-    }
+    const double L = 3, C = 64, T = 32, tokens = 2 * 32 * 2;
+    for (int V : {512, 131072})  // today's vocabularies too: no data is read, so no uint16 limit
+        for (int r : {0, 2}) {
+            StepSchedule s = schedule_of(model + " -r " + std::to_string(r) + " -e L=3,H=4,C=64,T=64,V=" + std::to_string(V));
+            double flops = 0, Vp = padded_vocab(V);
+            for (const StepOp& o : s.ops) flops += o.step == 0 ? op_flops(o.name, o.dims) : 0;
+            double per_token = 6 * (12 * L * C * C + Vp * C) + 6 * L * C * T + (r == 2 ? 2 * 12 * L * C * C + 2 * L * C * T : 0);
+            EXPECT(near(flops, per_token * tokens), "V %d, recompute %d: %.6g FLOP, closed form %.6g", V, r, flops,
+                   per_token * tokens);
+        }
     // a synchronous profile: the step is the sum of its ops, the breakdown each kind's share
     Profile p = table_profile(true);
     StepSchedule s = schedule_of(model + " -z 2 --ranks 2 -d 256");
@@ -503,8 +505,131 @@ static void v100_kind_of_profile() {
            predict_run(o, run, a).step_s, want);
 }
 
-int main() {
+// Weak scaling at today's scale, on h100_dgx.json: a 2,048-GPU run (8-way tensor
+// groups, 2 pipeline stages, 128 data-parallel ranks, a 128K vocabulary), the same
+// with 8 times the data-parallel ranks (16,384 GPUs), and with 100,000 GPUs:
+// beyond any world this process could emulate, which a dry run, standing one
+// rank for each stage, never builds. Each rank's work stays the same (its shard
+// of the states only shrinks), so what grows is its data group's collectives.
+// Each spans n nodes (a tensor group fills a node), a ring of (n - 1) a +
+// (n - 1)/n S/B at stage 1 (a tree all-reduce's 2 ceil(log2 n) a + 2 S/B grows
+// less): at most R = (n' - 1)/(n - 1) times as long, padding changing S by well
+// under 1%. So the step may not shrink, and may grow by at most (R - 1) times
+// the data group's collectives of the smaller run, even if every one of them lay
+// on its critical path. Memory per rank: the dry run's equals the predictor's.
+static void weak_scaling(const std::string& folder) {
+    const Profile dgx = load_profile(folder + "/h100_dgx.json");
+    double step = 0, collectives = 0;
+    int nodes = 0;
+    for (int gpus : {2048, 16384, 100000}) {
+        const long dp = gpus / 16, tokens = 4096L * dp * 4;  // 4 micro-steps of B 1, T 4096 on every data rank
+        TrainOptions o = options_from_flags("-e L=8,H=16,C=2048,V=131072,T=4096 -t 4096 -b 1 -p bf16 -z 1 --tp 8 "
+                                            "--pp 2 -d " + std::to_string(tokens) + " --predict " + folder +
+                                            "/h100_dgx.json --nodes " + std::to_string(gpus / 8));
+        prepare_prediction(o);
+        const RunSetup run = make_run_setup(o);
+        const std::vector<RecordedRank> dry = dry_run(o, run);
+        const std::vector<StepSchedule> stages = step_schedules(dry, run);
+        const StepPrediction s = predict_step(stages, run.memory_query(o), dgx, {false, run.world});
+        for (const RecordedRank& d : dry)
+            EXPECT(d.reserved.total(Arena::Device) == predict_memory(d.q, SHARD_ALIGN).reserved.total(Arena::Device),
+                   "%d GPUs, stage %d: the dry run's memory against the predictor's", gpus, d.stage);
+        double data = 0;  // the data group's collectives of one steady step, every stage's
+        for (const StepSchedule& st : stages) {
+            OpTimer t(dgx, st.q, {false, run.world});
+            for (const StepOp& op : st.ops) data += op.step == 1 && op.collective() && op.group == "data" ? t.seconds(op) : 0;
+        }
+        const int n = (int)dp;  // each data rank on its own node
+        if (step > 0) {
+            const double R = (double)(n - 1) / (nodes - 1);
+            EXPECT(data >= collectives && data <= R * collectives, "%d GPUs: the data collectives %.4g s, %.4g s at "
+                   "1/%.3g the data ranks (R %.4g)", gpus, data, collectives, (double)n / nodes, R);
+            EXPECT(s.step_s >= step && s.step_s <= step + (R - 1) * collectives,
+                   "%d GPUs: step %.4g s; at 1/%.3g the data ranks %.4g s, its data collectives %.4g s, R %.4g", gpus,
+                   s.step_s, (double)n / nodes, step, collectives, R);
+        }
+        step = s.step_s, collectives = data, nodes = n;
+    }
+}
+
+// Every operation any flag combination can record, on every shipped profile in
+// the role --predict gives it on a cluster: a specification profile as itself,
+// a measured one as what a cluster profile's kernel efficiencies come from
+// (efficiency_from). Each must take a finite time: a kernel kind the measured
+// profile never timed (-r 1's GELU, which h100_measured.json's runs fused into
+// the matmul) falls back to a device copy of its bytes there, and the
+// prediction says so. A profile without a network between nodes is held to one
+// node, and one without disk rates cannot time NVMe offload (both refused with a
+// one-line error; test_cli_errors). Run twice by ctest: without and with every
+// prepared variant (ZERO_VARIANTS), which record kinds of their own.
+static void op_kinds_on_profiles(const std::string& folder) {
+    struct Seen { StepOp op; MemoryQuery q; int world; };
+    std::map<std::string, Seen> kinds;  // one op of each name, group and world size, with its run
+    const std::string model = "-e L=2,H=4,C=64,V=512,T=64 -t 32 -b 2 ";
+    const char* grids[] = {"-d 128", "--ranks 2 -d 256", "--ranks 2 --tp 2 -d 128", "--ranks 2 --tp 2 --sp 1 -d 128",
+                           "--ranks 2 --pp 2 -d 128"};
+    const char* states[] = {"-z 0", "-z 1", "-z 2", "-z 3", "-z 2 --offload_optimizer cpu",
+                            "-z 2 --offload_optimizer cpu --offload_grad_accum device",
+                            "-z 3 --offload_optimizer cpu --offload_param cpu",
+                            "-z 2 --offload_optimizer cpu --offload_delay_steps 1",
+                            "-z 1 --offload_optimizer nvme --nvme_path ."};
+    for (const char* p : {"fp32", "bf16", "fp16"})
+        for (int r = 0; r <= 2; r++)
+            for (const char* g : grids)
+                for (const char* z : states) {
+                    std::string flags = model + "-p " + p + " -r " + std::to_string(r) + " " + g + " " + z;
+                    if (r == 2) flags += " --offload_activations 1";
+                    const TrainOptions o = options_from_flags(flags);
+                    const RunSetup run = make_run_setup(o);
+                    for (const RecordedRank& d : dry_run(o, run))
+                        for (const StepOp& op : d.ops)
+                            kinds.insert({op.name + " " + op.group + " of " + std::to_string(run.world), Seen{op, d.q, run.world}});
+                }
+    std::vector<std::string> names;
+    for (const char* f : {"cpu.json", "h100.json", "h100_dgx.json", "h100_measured.json", "v100_dgx2.json"})
+        names.push_back(folder + "/" + f);
+    int timed = 0;
+    for (const std::string& name : names) {
+        Profile p = load_profile(name);
+        if (p.measured) {  // as a cluster profile's source of efficiencies: a node of 8 of its devices
+            FILE* f = fopen("perf_model_on_measured.json", "w");
+            fprintf(f, "{\"device\": {\"peak_tflops\": %g, \"memory_gbs\": %g, \"memory_gib\": 80}, "
+                       "\"node\": {\"devices\": 8, \"link_gbs\": 100, \"link_latency_us\": 3}, "
+                       "\"network\": {\"node_gbs\": 100, \"latency_us\": 10}, \"host\": {\"pcie_gbs\": 20, "
+                       "\"pcie_latency_us\": 10, \"cpu_adamw_params_per_s\": 1e9, \"memory_gbs\": 100}, "
+                       "\"efficiency_from\": \"%s\"}", p.peak_tflops, p.hbm_gbs, name.c_str());
+            fclose(f);
+            p = load_profile("perf_model_on_measured.json");
+        }
+        p = anchored_profile(p);
+        for (const auto& k : kinds) {
+            const Seen& s = k.second;
+            if ((s.world > p.devices_per_node && p.network_gbs <= 0) || (s.op.disk() && p.disk_read_gbs <= 0)) continue;
+            const double t = OpTimer(p, s.q, Placement{false, s.world}).seconds(s.op);
+            EXPECT(std::isfinite(t) && t >= 0, "%s: %s takes %g s", name.c_str(), k.first.c_str(), t);
+            timed++;
+        }
+    }
+    EXPECT(kinds.size() > 40 && timed > 100, "%zu kinds, %d timed", kinds.size(), timed);
+    // the GELU -r 1 recomputes is a kernel h100_measured.json never timed: a device copy of its bytes, and said so
+    const TrainOptions o = options_from_flags("-e L=2,H=4,C=64,V=512,T=64 -t 64 -b 8 -p bf16 -r 1");
+    const Profile dgx = load_profile(folder + "/h100_dgx.json");
+    const StepPrediction s = predict_run(o, make_run_setup(o), dgx);
+    EXPECT(s.unmeasured.size() == 1 && s.unmeasured.begin()->find("gelu_fwd_16 on ") == 0, "%zu unmeasured kinds",
+           s.unmeasured.size());
+    StepOp gelu = named("gelu_fwd_16"), copy = named("copy");
+    gelu.dims = {1 << 20}, copy.dims = {2 << 20};  // 2^20 bf16 elements read and written: 4 MiB, a copy of 2 MiB
+    OpTimer t(dgx, make_run_setup(o).memory_query(o), Placement{false, 8});
+    EXPECT(near(t.seconds(gelu), t.seconds(copy)), "gelu %g s, the copy of its bytes %g s", t.seconds(gelu),
+           t.seconds(copy));
+}
+
+int main(int argc, char** argv) {
+    const std::vector<std::string> args = test_args(argc, argv, "<zero/perf/profiles> [kinds]");
+    op_kinds_on_profiles(args[0]);
+    if (argc > 2 && std::string(argv[2]) == "kinds") return test_summary("perf_model (op kinds)");
     collectives();
+    weak_scaling(args[0]);
     layout_in_time();
     disk_beside_the_thread();
     pipelines();

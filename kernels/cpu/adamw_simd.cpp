@@ -61,8 +61,9 @@ const char* cpu_isa_name(CpuIsa isa) {
 namespace cpu_adamw_detail {
 
 Consts make_consts(const AdamWStep& s) {
-    return {s.beta1, 1.0f - s.beta1, s.beta2, 1.0f - s.beta2, s.bias_correction1, s.bias_correction2,
-            s.eps, s.weight_decay, -s.lr, s.grad_scale, s.rounding_seed};
+    return {.b1 = s.beta1, .omb1 = 1.0f - s.beta1, .b2 = s.beta2, .omb2 = 1.0f - s.beta2, .bc1 = s.bias_correction1,
+            .bc2 = s.bias_correction2, .eps = s.eps, .wd = s.weight_decay, .nlr = -s.lr, .gs = s.grad_scale,
+            .seed = s.rounding_seed};
 }
 
 // The stochastic-rounding key of the high half of an index (see rounding_bits).

@@ -41,8 +41,7 @@ inline std::vector<std::string> split_csv_line(std::string line) {
 
 // Reads a CSV; every row must have the header's number of fields.
 inline CsvTable read_csv_table(const std::string& path) {
-    CsvTable t;
-    t.path = path;
+    CsvTable t{.path = path};
     std::vector<std::string> lines = split_at(read_file_bytes(path), '\n');
     if (lines.back().empty()) lines.pop_back();  // the newline that ends the last row
     for (size_t i = 0; i < lines.size(); i++) {

@@ -93,7 +93,7 @@ class MemoryAccountant {
         }
         if (tl_recorder && !dry) tl_recorder->note(p, bytes, arena == Arena::Device, name);  // a capture
         index[p] = blocks.size();
-        blocks.push_back({p, bytes, kind, arena, name, live});
+        blocks.push_back({.ptr = p, .bytes = bytes, .kind = kind, .arena = arena, .name = name, .live = live});
         if (checker) checker->track(p, bytes, name);
         reserved.at(arena, kind) += bytes;
         if (live) add_live(arena, kind, bytes);
@@ -122,7 +122,7 @@ class MemoryAccountant {
 
     // Bytes of a file on disk (the NVMe offload's), live from now to the end.
     void reserve_disk(size_t bytes, MemKind kind, const std::string& name) {
-        blocks.push_back({nullptr, bytes, kind, Arena::Disk, name, true});
+        blocks.push_back({.ptr = nullptr, .bytes = bytes, .kind = kind, .arena = Arena::Disk, .name = name, .live = true});
         reserved.at(Arena::Disk, kind) += bytes;
         add_live(Arena::Disk, kind, bytes);
     }

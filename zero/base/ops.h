@@ -107,9 +107,7 @@ inline std::vector<StepOp> ops_from(const std::vector<StepOp>& ops, size_t first
 
 // An op of kind k on lane l, named by its kind (kernels and host work: by `name`).
 inline StepOp step_op(OpKind k, Lane l, std::string name = "") {
-    StepOp op;
-    op.kind = k, op.lane = l, op.name = name.empty() ? op_kind_name(k) : std::move(name);
-    return op;
+    return {.kind = k, .name = name.empty() ? op_kind_name(k) : std::move(name), .lane = l};
 }
 
 // A kernel kind in a compute dtype: "_f32" for fp32, "_16" for bf16 and fp16.

@@ -8,9 +8,8 @@
 // without text, and write_png() says once "built without stb: no PNG" and
 // writes nothing: the CSVs beside every figure hold the numbers either way.
 //
-//   Chart c;
-//   c.title = "memory per rank";  c.x.label = "ranks N";  c.x.log = true;
-//   c.lines.push_back({"stage 1", {1, 2, 4}, {8, 6, 5}, plot_color(0)});
+//   Chart c{.title = "memory per rank", .x = {.label = "ranks N", .log = true}};
+//   c.lines.push_back({.label = "stage 1", .x = {1, 2, 4}, .y = {8, 6, 5}, .color = plot_color(0)});
 //   write_png("mem.png", render_chart(c));
 #pragma once
 

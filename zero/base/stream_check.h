@@ -173,7 +173,7 @@ class StreamChecker {
                                           return e.lo >= lo && e.hi <= hi && (a.write || (e.agent == agent && !e.write));
                                       }),
                        recs.end());
-            recs.push_back({lo, hi, agent, at(mine, agent), a.write, what});
+            recs.push_back({.lo = lo, .hi = hi, .agent = agent, .clock = at(mine, agent), .write = a.write, .what = what});
         }
     }
 

@@ -53,15 +53,17 @@ struct CkptHeader {
 
 inline CkptHeader make_header(uint32_t magic, const GPT2Config& c, int step, int world, int stage, int rank,
                               size_t shard_numel, int tp = 1, int pp = 1) {
-    return {magic, CKPT_VERSION, step, world, stage, rank,
-            c.max_seq_len, c.vocab_size, c.padded_vocab_size, c.num_layers, c.num_heads, c.channels,
-            tp, pp, shard_numel};
+    return {.magic = magic, .version = CKPT_VERSION, .step = step, .world = world, .stage = stage, .rank = rank,
+            .max_seq_len = c.max_seq_len, .vocab_size = c.vocab_size, .padded_vocab_size = c.padded_vocab_size,
+            .num_layers = c.num_layers, .num_heads = c.num_heads, .channels = c.channels, .tp = tp, .pp = pp,
+            .shard_numel = shard_numel};
 }
 
 inline int header_pp(const CkptHeader& h) { return h.pp == 0 ? 1 : h.pp; }
 
 inline GPT2Config header_config(const CkptHeader& h) {
-    return {h.max_seq_len, h.vocab_size, h.padded_vocab_size, h.num_layers, h.num_heads, h.channels};
+    return {.max_seq_len = h.max_seq_len, .vocab_size = h.vocab_size, .padded_vocab_size = h.padded_vocab_size,
+            .num_layers = h.num_layers, .num_heads = h.num_heads, .channels = h.channels};
 }
 
 // state.bin: the header, then the run state (a POD chosen by the trainer).
@@ -358,8 +360,9 @@ std::string save_checkpoint(const std::string& output_dir, const RunState& rs, Z
     world.barrier();
     if (rank0)  // only now is the checkpoint complete
         publish_checkpoint(dir, final_dir,
-                           {rs.step, layout.cfg, seed, world.world, layout.tp, zero.stage,
-                            pp > 1 ? pipeline.layers : std::vector<int>{}, dtype_name(dtype), tokens_per_step});
+                           {.step = rs.step, .shape = layout.cfg, .seed = seed, .world = world.world, .tp = layout.tp,
+                            .stage = zero.stage, .pp_layers = pp > 1 ? pipeline.layers : std::vector<int>{},
+                            .precision = dtype_name(dtype), .tokens_per_step = tokens_per_step});
     return final_dir;
 }
 

@@ -165,8 +165,7 @@ inline void write_checksum_note(const std::string& staging, int rank) {
 // Rank 0, once every rank's files are in the staging directory: the manifest,
 // then the rename that publishes the checkpoint as a whole.
 inline void publish_checkpoint(const std::string& staging, const std::string& final_dir, const CheckpointIdentity& id) {
-    CheckpointManifest m;
-    m.id = id;
+    CheckpointManifest m{.id = id};
     for (const char* name : {"model.bin", "state.bin"}) {
         ManifestFile f{name, 0, 0};
         CHECK(hash_file(staging + "/" + name, f.size, f.hash), "cannot read back %s/%s", staging.c_str(), name);

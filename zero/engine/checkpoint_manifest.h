@@ -194,8 +194,7 @@ inline bool parse_manifest(const std::string& text, CheckpointManifest& m, std::
             }
             ok = ok && m.id.pp_layers.size() > 1;
         } else if (key == "file" && w.size() == 4) {
-            ManifestFile f;
-            f.name = w[1];
+            ManifestFile f{.name = w[1]};
             ok = manifest_name_ok(f.name) && parse_u64(w[2], 10, f.size) && w[3].size() == 16 &&
                  parse_u64(w[3], 16, f.hash) && !m.find(f.name);
             if (ok) m.files.push_back(f);

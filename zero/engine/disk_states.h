@@ -261,7 +261,8 @@ class DiskStates {
         job_op[job] = stamps ? op : -1, job_start[job] = -1;
         if (dry) return finished(job);
         for (size_t at = 0; at < bytes; at += cfg.block_bytes)
-            queue.push_back({job, buf + at, pos + at, std::min(cfg.block_bytes, bytes - at), io});
+            queue.push_back(
+                {.job = job, .buf = buf + at, .pos = pos + at, .bytes = std::min(cfg.block_bytes, bytes - at), .io = io});
         pending[job] = (int)ceil_div(bytes, cfg.block_bytes);
         work_cv.notify_all();
     }

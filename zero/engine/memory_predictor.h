@@ -128,9 +128,7 @@ inline MemoryPrediction predict_memory(const MemoryQuery& q, size_t shard_align)
     const bool device_accum = off_opt && q.stage >= 2 && q.offload_grad_accum_device;
     const bool grads_down_in_step = device_accum && !q.offload_delay;
 
-    MemoryPrediction p;
-    p.psi = layout.num_parameters();
-    p.psi_padded = plan.full_numel;
+    MemoryPrediction p{.psi = layout.num_parameters(), .psi_padded = plan.full_numel};
     const Arena D = Arena::Device, H = Arena::Host;
 
     // --- model states, device

@@ -69,8 +69,9 @@ struct OptimizerConfig {
 // Optimizer step t's AdamW arguments (the weight decay is set per piece).
 inline AdamWStep adamw_step(const OptimizerConfig& oc, float lr, float grad_scale, int t, uint64_t rounding_seed) {
     const bool bc = oc.bias_correction;
-    return {lr, oc.beta1, oc.beta2, oc.eps, 0.0f, grad_scale, bc ? 1.0f - powf(oc.beta1, (float)t) : 1.0f,
-            bc ? 1.0f - powf(oc.beta2, (float)t) : 1.0f, rounding_seed};
+    return {.lr = lr, .beta1 = oc.beta1, .beta2 = oc.beta2, .eps = oc.eps, .weight_decay = 0.0f, .grad_scale = grad_scale,
+            .bias_correction1 = bc ? 1.0f - powf(oc.beta1, (float)t) : 1.0f,
+            .bias_correction2 = bc ? 1.0f - powf(oc.beta2, (float)t) : 1.0f, .rounding_seed = rounding_seed};
 }
 
 // Where a step's host time went, in the order the step spends it
@@ -377,7 +378,7 @@ class HostOptimizer {
         const T* g = host_grads + plan.shard_offset[u];
         long n = 0;
         for (size_t i : norm_pieces_of_unit[u]) n += (long)norm_pieces[i].numel;
-        host_work(typed_kind<T>("host_sumsq"), n, {reads(g, plan.slice_numel(u))}, [=] {
+        host_work(typed_kind<T>("host_sumsq"), n, {reads(g, plan.slice_numel(u))}, [=, this] {
             for (size_t i : norm_pieces_of_unit[u]) {
                 const ShardPiece& p = norm_pieces[i];
                 host_norm_partials[i] = norm_counts[i] ? (float)sumsq_cpu(host_grads + p.shard_offset, p.numel) : 0.0f;
@@ -425,7 +426,7 @@ class HostOptimizer {
         }
         const size_t o = plan.shard_offset[u];
         host_work(typed_kind<T>("cpu_adamw"), numel,
-                  {reads(g + (a - o), n), writes(w, n), writes(m, n), writes(v, n), writes(out + (a - o), n)}, [=] {
+                  {reads(g + (a - o), n), writes(w, n), writes(m, n), writes(v, n), writes(out + (a - o), n)}, [=, this] {
                       AdamWStep st = s;
                       for (const Part& q : parts) {
                           const ShardPiece& p = *q.piece;

@@ -34,7 +34,7 @@ class UnitSlots {
         size_t caps[3] = {plan.padded[0], other, other};
         for (int i = 0; i < 3; i++) {
             T* ptr = mem.allocate_array<T>(caps[i], kind, Arena::Device, name + "_slot" + std::to_string(i), false);
-            slots.push_back({ptr, -1, false, event_create(), event_create()});
+            slots.push_back({.ptr = ptr, .ready = event_create(), .free = event_create()});
         }
     }
     ~UnitSlots() {

@@ -369,10 +369,10 @@ class ZeroEngine : public RankState<T> {
         if (host || !variant_on(Variant::FusedOptimizer)) return false;
         if (fused_adamw.dev) return true;
         for (const ShardPiece& p : norm_pieces)
-            fused_norm.pieces.push_back({grad_of(p), nullptr, 0, counted_elsewhere(p) ? 0 : p.numel, 0, 0, 0, 0});
+            fused_norm.pieces.push_back({.grad = grad_of(p), .n = counted_elsewhere(p) ? 0 : p.numel});
         for (const ShardPiece& p : pieces)
-            fused_adamw.pieces.push_back({grad_of(p), own_params(p), p.shard_offset, p.numel, key(p),
-                                          tensor_has_weight_decay(p.tensor_id), 0, 0});
+            fused_adamw.pieces.push_back({.grad = grad_of(p), .param = own_params(p), .states = p.shard_offset,
+                                          .n = p.numel, .key = key(p), .decay = tensor_has_weight_decay(p.tensor_id)});
         for (PieceTable* t : {&fused_norm, &fused_adamw}) {
             t->blocks = lay_out_pieces(t->pieces, t == &fused_norm, master, adam_m, adam_v);
             const size_t bytes = t->pieces.size() * sizeof(OptPiece<T>);

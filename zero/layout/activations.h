@@ -184,12 +184,12 @@ class Activations {
         size_t C = cfg.channels, NH = NHl, Cs = Cl;  // Cs: width of the split buffers
         size_t m = copies_main() == 1 ? 0 : l, g = copies_gelu() == 1 ? 0 : l, R = rows(BT);
         float *ln1_mean = ln1_stats + m * 2 * R, *ln2_mean = ln2_stats + m * 2 * R;  // each followed by its rstd
-        return {ln1 + m * BT * C, ln1_mean, ln1_mean + R,
-                qkv + m * BT * 3 * Cs, atty + m * BT * Cs, att_lse + m * NH * BT,
-                residual2 + m * R * C,
-                ln2 + m * BT * C, ln2_mean, ln2_mean + R,
-                fch + m * BT * 4 * Cs, fch_gelu + g * BT * 4 * Cs,
-                layer_output(l, BT)};
+        return {.ln1 = ln1 + m * BT * C, .ln1_mean = ln1_mean, .ln1_rstd = ln1_mean + R,
+                .qkv = qkv + m * BT * 3 * Cs, .atty = atty + m * BT * Cs, .att_lse = att_lse + m * NH * BT,
+                .residual2 = residual2 + m * R * C,
+                .ln2 = ln2 + m * BT * C, .ln2_mean = ln2_mean, .ln2_rstd = ln2_mean + R,
+                .fch = fch + m * BT * 4 * Cs, .fch_gelu = fch_gelu + g * BT * 4 * Cs,
+                .residual3 = layer_output(l, BT)};
     }
 
     // the input of layer l: the embeddings, or the previous layer's output

@@ -27,8 +27,6 @@ inline void validate_config(const GPT2Config& c, const std::string& what) {
     CHECK(c.channels % c.num_heads == 0, "%s: channels (%d) must be a multiple of heads (%d)", what.c_str(),
           c.channels, c.num_heads);
     CHECK(c.channels % 8 == 0, "%s: channels (%d) must be a multiple of 8", what.c_str(), c.channels);
-    CHECK(c.vocab_size <= 65536, "%s: vocab %d does not fit the uint16 tokens of llm.c data files", what.c_str(),
-          c.vocab_size);
     CHECK(c.padded_vocab_size >= c.vocab_size, "%s: padded vocab smaller than vocab", what.c_str());
 }
 

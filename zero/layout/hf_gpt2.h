@@ -74,12 +74,8 @@ inline GPT2Config read_hf_config(const std::string& dir) {
             }
         fail("%s: no \"%s\"", path.c_str(), *keys.begin());
     };
-    GPT2Config c;
-    c.num_layers = integer({"n_layer"});
-    c.num_heads = integer({"n_head"});
-    c.channels = integer({"n_embd"});
-    c.vocab_size = integer({"vocab_size"});
-    c.max_seq_len = integer({"n_positions", "n_ctx"});
+    GPT2Config c{.max_seq_len = integer({"n_positions", "n_ctx"}), .vocab_size = integer({"vocab_size"}),
+                 .num_layers = integer({"n_layer"}), .num_heads = integer({"n_head"}), .channels = integer({"n_embd"})};
     c.padded_vocab_size = padded_vocab(c.vocab_size);
     auto refuse_unless = [&](const char* key, const std::function<bool(const JsonValue&)>& ok, const char* want) {
         if (const JsonValue* v = root.find(key))

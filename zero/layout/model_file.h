@@ -36,8 +36,9 @@ struct ModelFile {
         CHECK(version == MODEL_VERSION_FP32 || version == MODEL_VERSION_BF16,
               "%s: unsupported model file version %d (3 = fp32, 5 = bf16)", path.c_str(), version);
         elem_size = version == MODEL_VERSION_FP32 ? 4 : 2;
-        // header[2..7] = maxT, V, L, NH, C, Vp; GPT2Config's order is maxT, V, Vp, L, NH, C
-        cfg = {header[2], header[3], header[7], header[4], header[5], header[6]};
+        // header[2..7] = maxT, V, L, NH, C, Vp
+        cfg = {.max_seq_len = header[2], .vocab_size = header[3], .padded_vocab_size = header[7],
+               .num_layers = header[4], .num_heads = header[5], .channels = header[6]};
         validate_config(cfg, path);
         size_t expect = MODEL_HEADER_BYTES + ParamLayout(cfg).file_numel() * elem_size;
         CHECK(size == expect, "%s is truncated or padded: %zu bytes, expected %zu for %s", path.c_str(), size, expect,

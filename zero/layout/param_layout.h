@@ -138,8 +138,7 @@ struct ParamLayout {
     UnitSpec unit_spec(int u) const {
         int kind = unit_kind(u);
         int layer = kind == 1 ? global_unit(u) - 1 : 0;
-        UnitSpec spec;
-        spec.name = kind == 0 ? "embeddings" : kind == 2 ? "final_layernorm" : "layer" + std::to_string(layer);
+        UnitSpec spec{.name = kind == 0 ? "embeddings" : kind == 2 ? "final_layernorm" : "layer" + std::to_string(layer)};
         int last = last_tensor_of_unit_kind(kind);
         for (int t = first_tensor_of_unit_kind(kind); t <= last; t++)
             spec.tensors.push_back({t, layer, offset_in_unit(t), numel(t)});

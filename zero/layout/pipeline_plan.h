@@ -42,7 +42,10 @@ struct PipelinePlan {
 
     int stages() const { return (int)layers.size(); }
     int first_layer(int s) const { return std::accumulate(layers.begin(), layers.begin() + s, 0); }
-    StageRange range(int s) const { return {s, stages(), first_layer(s), layers[s], s == 0, s == stages() - 1}; }
+    StageRange range(int s) const {
+        return {.stage = s, .stages = stages(), .first_layer = first_layer(s), .num_layers = layers[s],
+                .first = s == 0, .last = s == stages() - 1};
+    }
     // the stage holding unit g of the whole model (0: embeddings, 1 + layer, L + 1: final layernorm); the
     // embeddings' first copy, on stage 0. A plan of no stages is one stage.
     int stage_of_unit(int g, int L) const {

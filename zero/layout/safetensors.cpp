@@ -89,10 +89,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
         const JsonValue* offsets = m.value.find("data_offsets");
         CHECK(dtype && dtype->is_string() && shape && shape->is_array() && offsets && offsets->is_array(),
               "%s: tensor \"%s\" needs \"dtype\" (a string), \"shape\" and \"data_offsets\" (arrays)", p, name);
-        SafetensorsTensor t;
-        t.name = m.key;
-        t.dtype = dtype->as_string();
-        t.elem_size = dtype_elem_size(t.dtype);
+        SafetensorsTensor t{.name = m.key, .dtype = dtype->as_string(), .elem_size = dtype_elem_size(dtype->as_string())};
         CHECK(t.elem_size > 0, "%s: tensor \"%s\": unknown dtype \"%s\"", p, name, t.dtype.c_str());
         uint64_t bytes = t.elem_size;
         for (const JsonValue& d : shape->as_array()) {
@@ -192,13 +189,13 @@ void SafetensorsWriter::write(const std::string& path) const {
     if (!metadata_.empty()) {
         header += "\"__metadata__\":{";
         for (size_t i = 0; i < metadata_.size(); ++i)
-            header += (i ? "," : "") + json_quote(metadata_[i].first) + ":" + json_quote(metadata_[i].second);
+            header += std::string(i ? "," : "") + json_quote(metadata_[i].first) + ":" + json_quote(metadata_[i].second);
         header += "}";
     }
     uint64_t offset = 0;
     for (size_t i = 0; i < entries_.size(); ++i) {
         const Entry& e = entries_[i];
-        header += (i || !metadata_.empty() ? "," : "") + json_quote(e.name) + ":{\"dtype\":\"" + e.dtype +
+        header += std::string(i || !metadata_.empty() ? "," : "") + json_quote(e.name) + ":{\"dtype\":\"" + e.dtype +
                   "\",\"shape\":" + shape_text(e.shape, ",") + ",\"data_offsets\":[" + std::to_string(offset) + "," +
                   std::to_string(offset + e.bytes.size()) + "]}";
         offset += e.bytes.size();

@@ -148,7 +148,9 @@ struct ShardPlan {
             size_t at = r < 0 ? full_offset[u] : shard_offset[u];  // where the slice starts
             for (const TensorSpec& t : units[u].tensors) {
                 size_t lo = std::max(begin, t.offset_in_unit), hi = std::min(end, t.offset_in_unit + t.numel);
-                if (lo < hi) out.push_back({u, t.id, t.layer, full_offset[u] + lo, at + (lo - begin), hi - lo});
+                if (lo < hi)
+                    out.push_back({.unit = u, .tensor_id = t.id, .layer = t.layer, .full_offset = full_offset[u] + lo,
+                                   .shard_offset = at + (lo - begin), .numel = hi - lo});
             }
         }
         return out;
@@ -172,8 +174,7 @@ struct ShardPlan {
         }
     };
     DiskSplit disk_split(double fraction, size_t tile) const {
-        DiskSplit d;
-        d.first_unit = num_units();
+        DiskSplit d{.first_unit = num_units()};
         size_t on_disk = 0;
         while (d.first_unit > 0 && on_disk + slice_numel(d.first_unit - 1) <= fraction * (double)shard_numel)
             on_disk += slice_numel(--d.first_unit);

@@ -55,8 +55,7 @@ void time_collectives(const std::vector<std::pair<std::string, uint64_t>>& calls
     std::vector<double> seconds(calls.size());
     run_emulated_ranks(world, [&](int rank, EmulatedWorld& w) {
         set_threads(threads);
-        KernelCtx ctx;
-        ctx.stream = stream_create(Lane::Compute);
+        KernelCtx ctx{.stream = stream_create(Lane::Compute)};
         EmulatedComm comm(w, rank, ctx);
         std::unique_ptr<Comm> g = comm.split(rank / group, rank % group);
         uint64_t most = 8;

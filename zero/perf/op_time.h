@@ -16,7 +16,9 @@
 // efficiency (rate / peak) its kind reached elsewhere — the profile's own
 // `efficiency` table, else along `efficiency_from` to a measured profile (a
 // fused GELU at the plain matmul's) — applied to this device's peak FLOP/s or
-// memory bandwidth; a pipeline's receive crosses the link or the network;
+// memory bandwidth (a kind the measured profile never timed, such as the GELU
+// -r 1 recomputes where its runs fused GELU into the matmul: its bytes at the
+// rate of that profile's device copies); a pipeline's receive crosses the link or the network;
 // collectives follow zero/perf/collectives.h over the node's link and the
 // network; transfers cross PCIe; the CPU AdamW and the host adds run at the
 // host's rates.
@@ -27,6 +29,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -158,6 +161,7 @@ class OpTimer {
     const Placement pl;
     std::vector<std::unique_ptr<Profile>> refs;  // spec profiles: the efficiency_from chain, a measured one last
     int interpolated = 0;          // ops whose exact shape was not measured
+    std::set<std::string> unmeasured;  // spec profiles: kernel kinds timed as device copies (efficiency)
     double oversubscribed = 1;     // emulated ranks beyond the cores: N / R
 
     double seconds(const StepOp& op) {
@@ -212,6 +216,12 @@ class OpTimer {
             // timed alone if it was; else with k ranks at once, which shared the device: a k-th of their time
             int k = 1;
             while (!has_kind(*at, "r" + std::to_string(k), kind) && k < 1024) k *= 2;
+            if (k == 1024 && op_flops(kind, op.dims) == 0 && b != "copy") {  // a kind it never timed (-r 1's GELU):
+                unmeasured.insert(kind + " on " + at->path);                 // its bytes as a device copy there
+                StepOp copy = step_op(OpKind::Copy, op.lane);
+                copy.dims = {(long)(op_bytes(op.name, op.dims, s) / 2)};
+                return efficiency(copy);
+            }
             CHECK(k < 1024, "%s has no measurement of %s (the kernel efficiencies of %s come from it)",
                   at->path.c_str(), kind.c_str(), prof.path.c_str());
             double t = measured(*at, "r" + std::to_string(k), StepOp::op_key(kind, op.dims), kind, op.dims) / k;

@@ -126,8 +126,7 @@ struct PeakRecord {
 // already), into the record for `key` and returns both.
 template <typename Probe>
 PeakRecord update_peak_record(const std::string& key, Probe&& probe, const std::string& path) {
-    PeakRecord r;
-    r.path = path;
+    PeakRecord r{.path = path};
     std::vector<std::pair<double, std::string>> entries;
     std::ifstream in(path);  // none yet (or no path): no entries
     for (std::string l; !path.empty() && std::getline(in, l);) {

@@ -36,6 +36,7 @@ struct StepPrediction {
     double bubble = 0;            // pipelines: the stages' idle share
     std::vector<std::pair<std::string, double>> exposed;  // kind of work -> seconds it adds
     int ops = 0, interpolated = 0;  // operations in a step; how many had no measurement at their shape
+    std::set<std::string> unmeasured;  // kernel kinds no measurement timed (op_time.h: as device copies)
     Timeline timeline;              // the two steps laid out (zero/base/timeline.h): the trace's times
 };
 
@@ -51,9 +52,10 @@ inline const char* op_category(const StepOp& op) {
     return "compute";
 }
 
-// The step of a run whose stages' schedules are `stages` (q: the run's, any stage's).
+// The step of a run whose stages' schedules are `stages` (q: the run's, any stage's); with `breakdown`, what
+// each kind of work adds (a lay-out per kind).
 inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, const MemoryQuery& q, const Profile& prof,
-                                   const Placement& pl) {
+                                   const Placement& pl, bool breakdown = true) {
     std::vector<std::vector<double>> dur;
     StepPrediction p;
     for (const StepSchedule& s : stages) {
@@ -64,6 +66,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
             if (s.ops[i].step == 1) p.flops += op_flops(s.ops[i].name, s.ops[i].dims), p.ops++;
         }
         p.interpolated += timer.interpolated / 2;
+        p.unmeasured.insert(timer.unmeasured.begin(), timer.unmeasured.end());
     }
     bool sync = prof.synchronous && pl.emulated;
     const int P = q.pp();
@@ -94,6 +97,7 @@ inline StepPrediction predict_step(const std::vector<StepSchedule>& stages, cons
     p.flops *= pl.emulated ? (double)q.world * q.tp : 1.0 / P;
     p.tflops_per_device = p.flops / p.step_s / 1e12;
     for (double b : p.timeline.busy) p.bubble += (1.0 - b / p.step_s) / P;
+    if (!breakdown) return p;
     std::vector<std::string> kinds;
     for (const StepSchedule& s : stages)
         for (const StepOp& op : s.ops)

@@ -39,10 +39,8 @@ struct PipelineBubble {
 // Every stage's slot times (means over the timed steps), gathered at every rank
 // of the pipeline group: one scalar reduction per value, once per run.
 inline PipelineBubble measure_bubble(Comm& pipe, PipelineSchedule kind, int m, const SlotTimes& mine) {
-    PipelineBubble b;
-    b.P = pipe.world, b.m = m, b.kind = kind;
-    b.schedule = pipeline_schedule(kind, b.P, m);
-    b.formula = pipeline_bubble_formula(b.P, m);
+    PipelineBubble b{.P = pipe.world, .m = m, .kind = kind, .formula = pipeline_bubble_formula(pipe.world, m),
+                     .schedule = pipeline_schedule(kind, pipe.world, m)};
     const double n = mine.steps > 0 ? mine.steps : 1;
     b.busy.resize(b.P), b.wall_spans.resize(b.P);
     for (int st = 0; st < b.P; st++)

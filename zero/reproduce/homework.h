@@ -104,7 +104,7 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
     int k = 0, total = (int)std::size(HOMEWORK_CONFIGS);
     HostClock clock;
     for (const HomeworkConfig& c : HOMEWORK_CONFIGS) {
-        HomeworkResult h{c.name, s.config_dir + "/" + c.file};
+        HomeworkResult h{.name = c.name, .file = s.config_dir + "/" + c.file};
         std::string run_dir = dir + "/runs/homework_" + std::string(c.file).substr(0, strlen(c.file) - 5);
         run_logged("rm -rf '" + run_dir + "'", "/dev/null");
         const std::string cmd =

@@ -77,16 +77,15 @@ inline std::vector<MeasuredPoint> measure_memory_and_traffic(const MeasureSettin
     HostClock clock;
     for (int z = 0; z <= 3; z++)
         for (int N : s.ranks) {
-            MeasuredPoint p{z, N};
+            MeasuredPoint p{.stage = z, .N = N};
             ShardPlan plan(layout.unit_specs(), N, SHARD_ALIGN);
             double psi_p = (double)plan.full_numel;  // padded: what the collectives move
             p.formula = (z < 3 ? 2 : 3) * psi_p * (N - 1) / N * bytes;
             p.paper = model_state_bytes(psi, z, N, bytes).total();
             // the predictor, for runs that do not happen (a run's report carries its own)
-            MemoryQuery q;
-            q.cfg = cfg, q.stage = z, q.world = N, q.dtype_bytes = (size_t)bytes;
-            q.micro_batch = s.micro_batch, q.seq_len = s.seq_len;
-            const MemoryPrediction pred = predict_memory(q, SHARD_ALIGN);
+            const MemoryPrediction pred = predict_memory({.cfg = cfg, .stage = z, .world = N, .dtype_bytes = (size_t)bytes,
+                                                          .micro_batch = s.micro_batch, .seq_len = s.seq_len},
+                                                         SHARD_ALIGN);
             const MemCounts* phases[4] = {&pred.after_forward, &pred.after_backward, &pred.after_step, &pred.reserved};
             for (int ph = 0; ph < 4; ph++) p.predicted[ph] = (double)phases[ph]->total(Arena::Device);
 
@@ -131,14 +130,8 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
 
     // a chart over the runs' N, its legend beside it
     auto ranks_chart = [&](const std::string& title, const char* ylabel, int height) {
-        Chart c;
-        c.title = title;
-        c.x.label = "ranks N", c.y.label = ylabel;
-        c.x.log = true;
-        c.x.ticks.assign(s.ranks.begin(), s.ranks.end());
-        c.width = 1000, c.height = height;
-        c.legend_outside = true;
-        return c;
+        return Chart{.title = title, .x = {.label = "ranks N", .log = true, .ticks = {s.ranks.begin(), s.ranks.end()}},
+                     .y = {.label = ylabel}, .width = 1000, .height = height, .legend_outside = true};
     };
     // memory: one panel per stage; colour = phase; markers measured, dashed predicted, black the paper
     std::vector<Image> panels;
@@ -146,8 +139,9 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
     for (int z = 0; z <= 3; z++) {
         Chart c = ranks_chart("stage " + std::to_string(z), "rank 0's memory (MiB)", 480);
         for (int ph = 0; ph < 4; ph++) {
-            LineSeries m{std::string(phase_labels[ph]) + ": measured", {}, {}, plot_color(ph), false, true, false, 6};
-            LineSeries pr{"", {}, {}, plot_color(ph), true, false, true};
+            LineSeries m{.label = std::string(phase_labels[ph]) + ": measured", .color = plot_color(ph), .line = false,
+                         .marker_radius = 6};
+            LineSeries pr{.color = plot_color(ph), .dashed = true, .markers = false};
             for (const MeasuredPoint& p : pts) {
                 if (p.stage != z) continue;
                 if (p.ran) m.x.push_back(p.N), m.y.push_back(p.measured[ph] / MiB);
@@ -156,11 +150,12 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
             c.lines.push_back(pr);
             c.lines.push_back(m);
         }
-        LineSeries paper{"paper: model states (s+s+K)Psi", {}, {}, PLOT_INK, false, false, true};
+        LineSeries paper{.label = "paper: model states (s+s+K)Psi", .color = PLOT_INK, .markers = false};
         for (const MeasuredPoint& p : pts)
             if (p.stage == z) paper.x.push_back(p.N), paper.y.push_back(p.paper / MiB);
         c.lines.push_back(paper);
-        c.lines.push_back({"dashed: predictor (peak: reserved)", {}, {}, plot_color(7), true, false, true});
+        c.lines.push_back(
+            {.label = "dashed: predictor (peak: reserved)", .color = plot_color(7), .dashed = true, .markers = false});
         panels.push_back(render_chart(c));
     }
     write_png(dir + "/memory_vs_n.png",
@@ -170,25 +165,23 @@ inline void write_memory_figures(const MeasureSettings& s, const std::vector<Mea
     // traffic: bytes sent per rank per step vs N, and the split by collective at the largest N
     Chart t = ranks_chart("bytes sent per rank per step", "sent per step (MiB)", 560);
     for (int k = 0; k < 2; k++) {  // the formulas first, so the measured points sit on top
-        LineSeries f{k == 0 ? "2 Psi (N-1)/N s (stages 0-2)" : "3 Psi (N-1)/N s (stage 3)", {}, {}, PLOT_INK, k == 0,
-                     false, true};
+        LineSeries f{.label = k == 0 ? "2 Psi (N-1)/N s (stages 0-2)" : "3 Psi (N-1)/N s (stage 3)", .color = PLOT_INK,
+                     .dashed = k == 0, .markers = false};
         if (k == 1) f.color = plot_color(7);
         for (const MeasuredPoint& p : pts)
             if (p.stage == (k == 0 ? 0 : 3)) f.x.push_back(p.N), f.y.push_back(p.formula / MiB);
         t.lines.push_back(f);
     }
     for (int z = 0; z <= 3; z++) {  // stages 0-2 coincide: shrinking markers keep each visible
-        LineSeries m{"stage " + std::to_string(z) + ": measured", {}, {}, plot_color(z), false, true, false, 10 - 2 * z};
+        LineSeries m{.label = "stage " + std::to_string(z) + ": measured", .color = plot_color(z), .line = false,
+                     .marker_radius = 10 - 2 * z};
         for (const MeasuredPoint& p : pts)
             if (p.stage == z && p.ran) m.x.push_back(p.N), m.y.push_back(p.sent_total / MiB);
         t.lines.push_back(m);
     }
     int nmax = s.ranks.empty() ? 1 : s.ranks.back();
-    Chart b;
-    b.title = "by collective, N = " + std::to_string(nmax);
-    b.y.label = "sent per step (MiB)";
-    b.stacked = true;
-    b.width = 700, b.height = 560;
+    Chart b{.title = "by collective, N = " + std::to_string(nmax), .y = {.label = "sent per step (MiB)"}, .width = 700,
+            .height = 560, .stacked = true};
     const CommOp ops[3] = {CommOp::AllReduce, CommOp::ReduceScatter, CommOp::AllGather};
     for (int k = 0; k < 3; k++) b.bars.push_back({comm_op_name(ops[k]), {}, plot_color(4 + k)});
     for (int z = 0; z <= 3; z++) {

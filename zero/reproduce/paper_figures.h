@@ -36,10 +36,8 @@ inline void write_figure1(const std::string& dir, Report& rep) {
     const double psi = 7.5e9;
     const int nd = 64;
     CsvWriter csv(dir + "/figure1.csv", {"config", "params_gb", "grads_gb", "optimizer_gb", "total_gb"});
-    Chart c;
-    c.title = "Figure 1: model states per device, Psi = 7.5B, N_d = 64, K = 12";
-    c.y.label = "memory per device (GB = 1e9 bytes)";
-    c.stacked = true;
+    Chart c{.title = "Figure 1: model states per device, Psi = 7.5B, N_d = 64, K = 12",
+            .y = {.label = "memory per device (GB = 1e9 bytes)"}, .stacked = true};
     BarSeries p{"parameters (2 bytes)", {}, plot_color(0)}, g{"gradients (2 bytes)", {}, plot_color(1)},
         o{"optimizer states (K = 12 bytes)", {}, plot_color(2)};
     for (int z = 0; z < 4; z++) {
@@ -68,17 +66,13 @@ inline void write_table2(const std::string& dir, Report& rep) {
     std::vector<Image> panels;
     std::vector<std::vector<std::string>> rows;
     for (double gb : {32.0, 80.0}) {
-        Chart c;
-        c.title = fmt("%.0f GB per device", gb);
-        c.x.label = "data-parallel devices N_d";
-        c.y.label = "largest model (parameters)";
-        c.x.log = c.y.log = true;
-        c.x.ticks = {1, 4, 16, 64, 256, 1024};
-        c.width = 1000, c.height = 560;
-        c.legend_outside = true;
+        Chart c{.title = fmt("%.0f GB per device", gb),
+                .x = {.label = "data-parallel devices N_d", .log = true, .ticks = {1, 4, 16, 64, 256, 1024}},
+                .y = {.label = "largest model (parameters)", .log = true}, .width = 1000, .height = 560,
+                .legend_outside = true};
         for (int z = 0; z < 4; z++) {
-            LineSeries paper{std::string(STAGE_NAMES[z]) + ": model states only (paper)", {}, {}, plot_color(z)};
-            LineSeries ours{"", {}, {}, plot_color(z), true};
+            LineSeries paper{.label = std::string(STAGE_NAMES[z]) + ": model states only (paper)", .color = plot_color(z)};
+            LineSeries ours{.color = plot_color(z), .dashed = true};
             for (int nd : paper_nds()) {
                 double pm = paper_max_params(gb * PAPER_GB, z, nd);
                 LargestModel m = largest_gpt2(fam, gb * PAPER_GB, z, nd);
@@ -93,7 +87,7 @@ inline void write_table2(const std::string& dir, Report& rep) {
             c.lines.push_back(paper);
             c.lines.push_back(ours);
         }
-        c.lines.push_back({"dashed: ours, with activations", {}, {}, PLOT_INK, true, false});
+        c.lines.push_back({.label = "dashed: ours, with activations", .color = PLOT_INK, .dashed = true, .markers = false});
         panels.push_back(render_chart(c));
     }
     csv.save();

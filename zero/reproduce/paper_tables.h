@@ -65,15 +65,11 @@ struct LargestModel {
 };
 
 inline MemoryPrediction predict_family(const Gpt2Family& f, int layers, int stage, int nd) {
-    MemoryQuery q;
-    q.cfg = GPT2Config{f.seq_len, f.vocab, padded_vocab(f.vocab), layers, f.heads, f.channels};
-    q.stage = stage;
-    q.world = nd;
-    q.dtype_bytes = f.dtype_bytes;
-    q.micro_batch = f.micro_batch;
-    q.seq_len = f.seq_len;
-    q.recompute = f.recompute;
-    return predict_memory(q, SHARD_ALIGN);
+    const GPT2Config cfg{.max_seq_len = f.seq_len, .vocab_size = f.vocab, .padded_vocab_size = padded_vocab(f.vocab),
+                         .num_layers = layers, .num_heads = f.heads, .channels = f.channels};
+    return predict_memory({.cfg = cfg, .stage = stage, .world = nd, .dtype_bytes = f.dtype_bytes,
+                           .micro_batch = f.micro_batch, .seq_len = f.seq_len, .recompute = f.recompute},
+                          SHARD_ALIGN);
 }
 
 // The most layers whose predicted device footprint (everything allocated at

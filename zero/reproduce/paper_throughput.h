@@ -115,13 +115,13 @@ inline void write_study(const std::string& dir, Report& rep, const std::string& 
                         const std::string& title, const std::string& xlabel, const std::string& ylabel,
                         const std::vector<StudySeries>& series, bool xlog = false) {
     CsvWriter csv(dir + "/" + name + ".csv", {"series", "x", "y", "note"});
-    Chart c;
-    c.title = title, c.x.label = xlabel, c.y.label = ylabel, c.x.log = xlog;
-    c.width = 1000, c.legend_outside = true;
+    Chart c{.title = title, .x = {.label = xlabel, .log = xlog}, .y = {.label = ylabel}, .width = 1000,
+            .legend_outside = true};
     for (size_t i = 0; i < series.size(); i++) {
         const StudySeries& s = series[i];
         bool published = s.label.rfind("paper", 0) == 0 || s.label.rfind("published", 0) == 0;
-        c.lines.push_back(LineSeries{s.label, s.x, s.y, plot_color((int)i), published, true, true, published ? 3 : 5});
+        c.lines.push_back({.label = s.label, .x = s.x, .y = s.y, .color = plot_color((int)i), .dashed = published,
+                           .marker_radius = published ? 3 : 5});
         for (size_t k = 0; k < s.x.size(); k++)
             csv.row({csv_field(s.label), csv_num(s.x[k], "%.6g"), csv_num(s.y[k], "%.6g"),
                      csv_field(k < s.notes.size() ? s.notes[k] : "")});
@@ -165,13 +165,14 @@ inline std::vector<std::string> split_cells(const std::string& row) {
 // (up to 512 GPUs), as per cent of linear scaling from the one-GPU 39 TFLOP/s (the profile's anchor).
 inline std::vector<StudySeries> megatron_table(const Profile& p, Rows& rows, Misses& miss) {
     struct M { int L, H, NH, mp; double model_parallel, with_data; };
-    const M models[] = {{40, 1536, 16, 1, 100, 96}, {54, 1920, 20, 2, 95, 83}, {64, 2304, 24, 4, 82, 79},
-                        {72, 3072, 32, 8, 77, 74}};
+    const M models[] = {{.L = 40, .H = 1536, .NH = 16, .mp = 1, .model_parallel = 100, .with_data = 96},
+                        {.L = 54, .H = 1920, .NH = 20, .mp = 2, .model_parallel = 95, .with_data = 83},
+                        {.L = 64, .H = 2304, .NH = 24, .mp = 4, .model_parallel = 82, .with_data = 79},
+                        {.L = 72, .H = 3072, .NH = 32, .mp = 8, .model_parallel = 77, .with_data = 74}};
     StudySeries mp{"model parallel, predicted"}, dp{"x64 data parallel, predicted"}, pmp{"published: model parallel"},
         pdp{"published: x64 data parallel"};
     for (const M& m : models) {
-        ClusterRun r;
-        r.L = m.L, r.H = m.H, r.NH = m.NH, r.tp = m.mp, r.gpus = m.mp, r.stage = 0, r.pa = false, r.batch = 8;
+        ClusterRun r{.L = m.L, .H = m.H, .NH = m.NH, .gpus = m.mp, .tp = m.mp, .stage = 0, .pa = false, .batch = 8};
         for (int data = 1; data <= 64; data *= 64) {
             r.gpus = m.mp * data;
             ClusterPoint c = cluster_point(p, r);
@@ -192,30 +193,28 @@ inline std::vector<StudySeries> megatron_table(const Profile& p, Rows& rows, Mis
 struct PaperRun { int gpus, mp, heads, batch; };
 struct Figure2Model { int L, H; PaperRun zero, base; double paper_zero, paper_base; };  // TFLOP/s read from Figure 2
 inline std::vector<Figure2Model> figure2_models() {
-    return {{48, 1600, {400, 1, 16, 24}, {400, 2, 16, 16}, 30.3, 26.4},
-            {72, 3072, {400, 4, 24, 64}, {400, 8, 24, 8}, 36.9, 23.1},
-            {88, 6144, {400, 4, 32, 12}, {384, 32, 64, 4}, 35.9, 4.9},
-            {132, 6144, {400, 16, 32, 64}, {384, 64, 64, 4}, 36.5, 6.2},
-            {100, 8192, {400, 16, 64, 32}, {384, 128, 128, 4}, 37.6, 5.2},
-            {125, 8192, {400, 16, 64, 32}, {384, 128, 128, 2}, 38.7, 3.7},
-            {150, 8192, {400, 16, 64, 24}, {384, 128, 128, 2}, 28.2, 3.7},
-            {175, 8192, {400, 16, 64, 16}, {384, 128, 128, 2}, 26.9, 3.8},
-            {212, 8192, {400, 16, 64, 12}, {256, 256, 256, 2}, 21.0, 2.2}};
+    return {{.L = 48, .H = 1600, .zero = {400, 1, 16, 24}, .base = {400, 2, 16, 16}, .paper_zero = 30.3, .paper_base = 26.4},
+            {.L = 72, .H = 3072, .zero = {400, 4, 24, 64}, .base = {400, 8, 24, 8}, .paper_zero = 36.9, .paper_base = 23.1},
+            {.L = 88, .H = 6144, .zero = {400, 4, 32, 12}, .base = {384, 32, 64, 4}, .paper_zero = 35.9, .paper_base = 4.9},
+            {.L = 132, .H = 6144, .zero = {400, 16, 32, 64}, .base = {384, 64, 64, 4}, .paper_zero = 36.5, .paper_base = 6.2},
+            {.L = 100, .H = 8192, .zero = {400, 16, 64, 32}, .base = {384, 128, 128, 4}, .paper_zero = 37.6, .paper_base = 5.2},
+            {.L = 125, .H = 8192, .zero = {400, 16, 64, 32}, .base = {384, 128, 128, 2}, .paper_zero = 38.7, .paper_base = 3.7},
+            {.L = 150, .H = 8192, .zero = {400, 16, 64, 24}, .base = {384, 128, 128, 2}, .paper_zero = 28.2, .paper_base = 3.7},
+            {.L = 175, .H = 8192, .zero = {400, 16, 64, 16}, .base = {384, 128, 128, 2}, .paper_zero = 26.9, .paper_base = 3.8},
+            {.L = 212, .H = 8192, .zero = {400, 16, 64, 12}, .base = {256, 256, 256, 2}, .paper_zero = 21.0, .paper_base = 2.2}};
 }
 
 // make reproduce's stage3_trace.json: Figure 2's first configuration at ZeRO stage 3.
 inline ClusterRun stage3_trace_run() {
     const Figure2Model m = figure2_models()[0];
-    ClusterRun z;
-    z.L = m.L, z.H = m.H, z.NH = m.zero.heads, z.stage = 3, z.gpus = m.zero.gpus, z.tp = m.zero.mp, z.batch = m.zero.batch;
-    return z;
+    return {.L = m.L, .H = m.H, .NH = m.zero.heads, .gpus = m.zero.gpus, .tp = m.zero.mp, .stage = 3, .batch = m.zero.batch};
 }
 
 inline std::vector<StudySeries> figure2(const Profile& p, bool paper, Rows& rows, Misses& zmiss, Misses& bmiss) {
     StudySeries zero{"ZeRO (Pos+g, Pa, MP in the node)"}, base{"baseline (MP alone)"}, pz{"paper: ZeRO"},
         pb{"paper: baseline"};
     for (const Figure2Model& m : figure2_models()) {
-        ClusterRun z{m.L, m.H, m.zero.heads};  // ZeRO: stage 2
+        ClusterRun z{.L = m.L, .H = m.H, .NH = m.zero.heads};  // ZeRO: stage 2
         ClusterRun b = z;
         b.stage = 0, b.pa = false, b.NH = m.base.heads;
         if (paper) {
@@ -248,9 +247,8 @@ inline std::vector<StudySeries> figure3(const Profile& p, bool paper, Rows& rows
     const double paper_per[4] = {25.6, 37.6, 39.0, 36.5};
     double first = 0;
     for (int i = 0; i < 4; i++) {
-        ClusterRun r;
-        r.L = 75, r.H = 8192, r.NH = 32, r.tp = std::min(16, p.devices_per_node), r.gpus = gpus[i];
-        r.batch = paper ? paper_batch[i] : 0;
+        ClusterRun r{.L = 75, .H = 8192, .NH = 32, .gpus = gpus[i], .tp = std::min(16, p.devices_per_node),
+                     .batch = paper ? paper_batch[i] : 0};
         ClusterPoint c = cluster_point(p, r);
         if (c.batch && first == 0) first = c.tflops;
         if (c.batch) {
@@ -269,14 +267,20 @@ inline std::vector<StudySeries> figure3(const Profile& p, bool paper, Rows& rows
 // the V100 cluster the paper's models and micro-batches (its appendix, Table 6).
 inline std::vector<StudySeries> figure4(const Profile& p, bool paper, Rows& rows, Misses& miss) {
     struct M { int L, H, NH, batch, stage; double published; };
-    const M models[] = {{24, 1920, 16, 8, 0, 39.3}, {40, 1536, 16, 1, 0, 18.0}, {34, 1920, 16, 24, 2, 40.4},
-                        {54, 1920, 16, 24, 2, 42.0}, {64, 2304, 24, 16, 2, 43.6}, {52, 3072, 24, 12, 2, 47.0},
-                        {72, 3072, 24, 8, 2, 47.0},  {50, 4096, 32, 6, 2, 41.2},  {54, 4096, 32, 4, 2, 35.8},
-                        {58, 4096, 32, 4, 2, 33.0},  {62, 4096, 32, 2, 2, 21.2}};
+    const M models[] = {{.L = 24, .H = 1920, .NH = 16, .batch = 8, .stage = 0, .published = 39.3},
+                        {.L = 40, .H = 1536, .NH = 16, .batch = 1, .stage = 0, .published = 18.0},
+                        {.L = 34, .H = 1920, .NH = 16, .batch = 24, .stage = 2, .published = 40.4},
+                        {.L = 54, .H = 1920, .NH = 16, .batch = 24, .stage = 2, .published = 42.0},
+                        {.L = 64, .H = 2304, .NH = 24, .batch = 16, .stage = 2, .published = 43.6},
+                        {.L = 52, .H = 3072, .NH = 24, .batch = 12, .stage = 2, .published = 47.0},
+                        {.L = 72, .H = 3072, .NH = 24, .batch = 8, .stage = 2, .published = 47.0},
+                        {.L = 50, .H = 4096, .NH = 32, .batch = 6, .stage = 2, .published = 41.2},
+                        {.L = 54, .H = 4096, .NH = 32, .batch = 4, .stage = 2, .published = 35.8},
+                        {.L = 58, .H = 4096, .NH = 32, .batch = 4, .stage = 2, .published = 33.0},
+                        {.L = 62, .H = 4096, .NH = 32, .batch = 2, .stage = 2, .published = 21.2}};
     StudySeries zero{"ZeRO (Pos+g)"}, dp{"data parallelism alone"}, pz{"paper: ZeRO"}, pd{"paper: data parallelism"};
     for (const M& m : models) {
-        ClusterRun r;
-        r.L = m.L, r.H = m.H, r.NH = m.NH, r.tp = 1, r.gpus = 128, r.stage = m.stage, r.batch = paper ? m.batch : 0;
+        ClusterRun r{.L = m.L, .H = m.H, .NH = m.NH, .gpus = 128, .tp = 1, .stage = m.stage, .batch = paper ? m.batch : 0};
         ClusterPoint c = cluster_point(p, r);
         const double x = c.params / 1e9;
         if (c.batch) (m.stage ? zero : dp).add(x, c.tflops, fmt("B %.0f", c.batch));
@@ -291,10 +295,8 @@ inline std::vector<StudySeries> figure4(const Profile& p, bool paper, Rows& rows
 // Table 3's configurations at MP 16: C1 Pos, C2 Pos+Pa, C3 Pos+g, C4 Pos+g+Pa, C5 Pos+g+Pa+cpu. (CB and MD,
 // constant buffers and defragmentation, are what this trainer always does: everything allocated once.)
 inline ClusterRun config_run(int c, int L, int NH, int gpus, int batch) {
-    ClusterRun r;
-    r.L = L, r.H = 8192, r.NH = NH, r.tp = 16, r.gpus = gpus, r.batch = batch;
-    r.stage = c <= 2 ? 1 : 2, r.pa = c == 2 || c >= 4, r.pa_cpu = c == 5;
-    return r;
+    return {.L = L, .H = 8192, .NH = NH, .gpus = gpus, .tp = 16, .stage = c <= 2 ? 1 : 2, .pa = c == 2 || c >= 4,
+            .pa_cpu = c == 5, .batch = batch};
 }
 
 // Figures 6-8: the largest model at batch 16, the memory of 40B and 100B, the throughput of 60B (128 GPUs, the
@@ -345,8 +347,7 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, const std::string& run
                        : std::string("does not fit");
     };
     for (const M& m : models) {
-        ClusterRun r;
-        r.L = m.L, r.H = m.H, r.NH = m.NH, r.V = 50257, r.tp = 1, r.gpus = 1, r.stage = 2;
+        ClusterRun r{.L = m.L, .H = m.H, .NH = m.NH, .V = 50257, .gpus = 1, .tp = 1, .stage = 2};
         ClusterPoint a = cluster_point(p, r);
         r.offload = true;
         ClusterPoint b = cluster_point(p, r);
@@ -365,10 +366,9 @@ inline std::vector<StudySeries> one_gpu(const Profile& p, const std::string& run
     ratio = 0;  // predicted over measured, the runs without offload
     for (size_t i = 0; i < runs.rows.size(); i++) {
         auto n = [&](const char* c) { return runs.num(i, c); };
-        ClusterRun r;
-        r.L = (int)n("layers"), r.H = (int)n("channels"), r.NH = (int)n("heads"), r.V = 50257, r.stage = (int)n("stage");
-        r.batch = (int)n("micro_batch"), r.micro_steps = (int)n("micro_steps"), r.offload = n("offload") != 0;
-        r.recompute = 0;  // as those runs were
+        ClusterRun r{.L = (int)n("layers"), .H = (int)n("channels"), .NH = (int)n("heads"), .V = 50257,
+                     .stage = (int)n("stage"), .offload = n("offload") != 0, .batch = (int)n("micro_batch"),
+                     .recompute = 0, .micro_steps = (int)n("micro_steps")};  // (no recomputation, as those runs)
         ClusterPoint c = cluster_point(p, r);
         std::string what = fmt("B %.0f", r.batch) + (r.micro_steps > 1 ? fmt(" x %.0f micro-steps", r.micro_steps) : "") +
                            (r.offload ? ", offload" : "");

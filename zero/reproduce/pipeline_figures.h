@@ -50,7 +50,7 @@ inline void write_pipeline_tokens(const std::string& path, int V, size_t n) {
 
 inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir, const std::string& tokens, int P, int m,
                               const std::string& schedule) {
-    BubbleRun b{P, m, schedule};
+    BubbleRun b{.P = P, .m = m, .schedule = schedule};
     b.dir = dir + "/runs/pipeline_" + schedule + "_p" + std::to_string(P) + "_m" + std::to_string(m);
     run_logged("rm -rf '" + b.dir + "'", "/dev/null");
     const std::string cmd =
@@ -75,22 +75,19 @@ inline BubbleRun run_pipeline(const PipelineSettings& s, const std::string& dir,
 
 // Slot boxes of one run's pipeline_timeline.csv, a row per stage.
 inline Chart timeline_chart(const BubbleRun& b, double x_max) {
-    Chart c;
-    c.title = b.schedule + fmt(": %.0f stages, %.0f micro-batches, bubble %.3f measured, %.3f by the formula", b.P,
-                               b.m, b.measured, (b.P - 1.0) / (b.m + b.P - 1.0));
-    c.x.label = "time in the step (ms): each slot's own time, laid out as on " + std::to_string(b.P) + " devices";
-    c.y.label = "stage";
-    c.height = 90 + 70 * b.P;
-    c.x.min = 0, c.x.max = x_max;
+    Chart c{.title = b.schedule + fmt(": %.0f stages, %.0f micro-batches, bubble %.3f measured, %.3f by the formula",
+                                      b.P, b.m, b.measured, (b.P - 1.0) / (b.m + b.P - 1.0)),
+            .x = {.label = "time in the step (ms): each slot's own time, laid out as on " + std::to_string(b.P) +
+                           " devices", .min = 0, .max = x_max},
+            .y = {.label = "stage", .min = -0.5, .max = b.P - 0.5}, .height = 90 + 70 * b.P};
     for (int s = 0; s < b.P; s++) c.y.ticks.push_back(s);
-    c.y.min = -0.5, c.y.max = b.P - 0.5;
     const CsvTable& t = b.timeline;
     for (size_t i = 0; i < t.rows.size(); i++) {
         bool back = t.text(i, "pass") == "backward";
         double y = t.num(i, "stage");
-        c.boxes.push_back({t.num(i, "start_ms"), t.num(i, "end_ms"), y - 0.38, y + 0.38,
-                           back ? Rgb{244, 170, 110} : Rgb{140, 190, 235}, (back ? "B" : "F") + t.text(i, "micro"),
-                           back ? "backward" : "forward"});
+        c.boxes.push_back({.x0 = t.num(i, "start_ms"), .x1 = t.num(i, "end_ms"), .y0 = y - 0.38, .y1 = y + 0.38,
+                           .color = back ? Rgb{244, 170, 110} : Rgb{140, 190, 235},
+                           .label = (back ? "B" : "F") + t.text(i, "micro"), .key = back ? "backward" : "forward"});
     }
     c.legend_outside = true;
     return c;
@@ -147,18 +144,15 @@ inline void write_pipeline_figures(const PipelineSettings& s, const std::string&
     }
     CsvWriter csv(dir + "/pipeline_bubble.csv", {"stages", "micro_batches", "schedule", "formula", "measured",
                                                  "wall_clock", "status"});
-    Chart c;
-    c.title = "pipeline bubble (1F1B): dots measured, lines (P-1)/(m+P-1)";
-    c.x.label = "micro-batches per step m";
-    c.x.log = true;
-    c.x.ticks = {1, 2, 4, 8, 16, 32};
-    c.y.label = "bubble: idle share of each stage's step";
+    Chart c{.title = "pipeline bubble (1F1B): dots measured, lines (P-1)/(m+P-1)",
+            .x = {.label = "micro-batches per step m", .log = true, .ticks = {1, 2, 4, 8, 16, 32}},
+            .y = {.label = "bubble: idle share of each stage's step"}};
     std::vector<std::vector<std::string>> rows;
     int k = 0;
     for (int P : {2, 4, 8}) {
-        LineSeries formula{"P = " + std::to_string(P), {}, {}, plot_color(k), true, false};
+        LineSeries formula{.label = "P = " + std::to_string(P), .color = plot_color(k), .dashed = true, .markers = false};
         for (double m = 1; m <= 32; m *= 1.25) formula.x.push_back(m), formula.y.push_back((P - 1) / (m + P - 1));
-        LineSeries measured{"", {}, {}, plot_color(k), false, true, false};
+        LineSeries measured{.color = plot_color(k), .line = false};
         for (const BubbleRun& r : sweep) {
             if (r.P != P) continue;
             double f = (P - 1.0) / (r.m + P - 1.0);

@@ -169,8 +169,7 @@ std::vector<FitOption> fitting_options(const MemoryQuery& q, Ok ok) {
                                 if (!found) a.nvme_fraction = f, found = ok(a);
                         }
                         if ((act && q.offload_activations) || (acc && q.offload_grad_accum_device)) continue;
-                        FitOption f;
-                        f.q = a;
+                        FitOption f{.q = a};
                         int halvings = 0;
                         for (int k = q.micro_batch / b; k > 1; k /= 2) halvings++;
                         f.cost = (z - q.stage) + (z == 3 && q.stage < 3 ? 1 : 0) + halvings +

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "zero/base/common.h"
@@ -30,12 +31,12 @@ struct FlagSpec {
     double TrainOptions::*d = nullptr;
     std::string TrainOptions::*s = nullptr;
 };
-inline FlagSpec flag(const char* s, const char* l, int TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.i = m; return f; }
-inline FlagSpec flag(const char* s, const char* l, long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.l = m; return f; }
-inline FlagSpec flag(const char* s, const char* l, unsigned long long TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.u = m; return f; }
-inline FlagSpec flag(const char* s, const char* l, float TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.f = m; return f; }
-inline FlagSpec flag(const char* s, const char* l, double TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.d = m; return f; }
-inline FlagSpec flag(const char* s, const char* l, std::string TrainOptions::*m, const char* h) { FlagSpec f{s, l, h}; f.s = m; return f; }
+template <typename V>  // m set as the one member pointer of its type
+FlagSpec flag(const char* s, const char* l, V TrainOptions::*m, const char* h) {
+    FlagSpec f{.short_name = s, .long_name = l, .help = h};
+    std::get<V TrainOptions::*&>(std::tie(f.i, f.l, f.u, f.f, f.d, f.s)) = m;
+    return f;
+}
 
 inline const std::vector<FlagSpec>& flag_specs() {
     using O = TrainOptions;

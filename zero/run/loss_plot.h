@@ -28,8 +28,8 @@ inline double unigram_baseline_for(const std::string& train_pattern) {
 inline bool write_loss_plot(const std::string& out_dir, double baseline) {
     FILE* f = fopen((out_dir + "/main.log").c_str(), "r");
     if (!f) return false;
-    LineSeries train{"train loss", {}, {}, plot_color(0), false, false, true};
-    LineSeries val{"val loss", {}, {}, plot_color(1), false, true, true};
+    LineSeries train{.label = "train loss", .color = plot_color(0), .markers = false};
+    LineSeries val{.label = "val loss", .color = plot_color(1)};
     char line[256];
     while (fgets(line, sizeof(line), f)) {
         int step;
@@ -41,12 +41,9 @@ inline bool write_loss_plot(const std::string& out_dir, double baseline) {
     }
     fclose(f);
     if (train.x.empty() && val.x.empty()) return false;
-    Chart c;
-    c.title = "loss: " + out_dir;
-    c.x.label = "step";
-    c.y.label = "loss (nats per token)";
-    c.y.from_zero = false;  // losses live far from zero (4 to 11 for GPT-2's vocabulary): fit the axis to them
-    c.lines = {train, val};
+    // losses live far from zero (4 to 11 for GPT-2's vocabulary): the axis fits them
+    Chart c{.title = "loss: " + out_dir, .x = {.label = "step"}, .y = {.label = "loss (nats per token)", .from_zero = false},
+            .lines = {train, val}};
     if (std::isfinite(baseline)) c.hlines.push_back({strf("unigram baseline %.3f", baseline), baseline, plot_color(3)});
     return write_png(out_dir + "/loss.png", render_chart(c));
 }

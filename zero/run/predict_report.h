@@ -25,6 +25,8 @@ inline void prepare_prediction(TrainOptions& o) {
     Profile p = load_profile(o.predict);
     if (p.measured) return;
     CHECK(o.nodes >= 1, "--nodes must be at least 1 (got %d)", o.nodes);
+    CHECK(o.nodes == 1 || p.network_gbs > 0, "%s has no network between nodes (network.node_gbs): --nodes 1",
+          o.predict.c_str());
     CHECK(o.ranks == 1, "--ranks emulates ranks in this process; on a cluster profile the world is --nodes x %d",
           p.devices_per_node);
     o.ranks = o.nodes * p.devices_per_node;
@@ -69,6 +71,9 @@ inline void print_step_prediction(const StepPrediction& s, const MemoryQuery& q,
     if (s.interpolated > 0)
         fprintf(out, "  %d of the %d operations per step were not measured at their shape: interpolated "
                      "(zero/perf/op_time.h)\n", s.interpolated, s.ops);
+    for (const std::string& k : s.unmeasured)
+        fprintf(out, "  no measurement of %s: timed as a device copy of its bytes there (zero/perf/op_time.h)\n",
+                k.c_str());
 }
 
 // The options o with a fit check's suggested flags applied ("-z 3 -b 2 (x4
@@ -107,11 +112,11 @@ inline void write_predicted_trace(const std::string& path, const std::vector<Rec
                 lanes_in_words(s.timeline.rules), s.step_s);
 }
 
-// A run's step on a profile, from its dry run (and with `trace`, its timeline written there).
+// A run's step on a profile, from its dry run, without the breakdown (and with `trace`, its timeline written there).
 inline StepPrediction predict_run(const TrainOptions& o, const RunSetup& run, const Profile& p,
                                   const std::string& trace = "") {
     const std::vector<RecordedRank> dry = dry_run(o, run);
-    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, {p.measured, run.world});
+    const StepPrediction s = predict_step(step_schedules(dry, run), run.memory_query(o), p, {p.measured, run.world}, false);
     if (!trace.empty()) write_predicted_trace(trace, dry, s, p.path);
     return s;
 }
@@ -177,8 +182,10 @@ inline void print_prediction(const TrainOptions& o, const RunSetup& run, FILE* o
                         "panel, opens it)\n", o.trace.c_str());
         return;
     }
-    std::vector<FitOption> options =
-        fitting_options(q, [&](const MemoryQuery& a) { double d, h; rank_need(a, d, h); return d <= p.memory_gib * GiB; });
+    std::vector<FitOption> options = fitting_options(q, [&](const MemoryQuery& a) {  // (NVMe: where the profile has a disk)
+        double d, h; rank_need(a, d, h);
+        return d <= p.memory_gib * GiB && (!a.offload_nvme || p.disk_read_gbs > 0);
+    });
     if (options.size() > (size_t)3 * FIT_OPTIONS_SHOWN) options.resize(3 * FIT_OPTIONS_SHOWN);  // the cheapest
     for (FitOption& f : options) {
         TrainOptions a = with_flags(o, run, f.flags);

@@ -65,21 +65,26 @@ struct RunSetup {
 
     // One rank's prediction: of pipeline stage `stage` (every rank alike without a pipeline).
     MemoryQuery memory_query(const TrainOptions& o, int stage = 0) const {
-        MemoryQuery q{cfg, o.zero_stage, dp, tp, sp, dtype_size(dtype), o.micro_batch, o.seq_len, o.recompute,
-                      micro_steps, offload_optimizer, offload_param, nvme, nvme_fraction, disk.buffers,
-                      nvme_tile_numel, offload_grad_accum_device, offload_delay_steps > 0, offload_activations,
-                      o.partition_activations != 0,
-                      kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads)};
+        MemoryQuery q{.cfg = cfg, .stage = o.zero_stage, .world = dp, .tp = tp, .sp = sp, .dtype_bytes = dtype_size(dtype),
+                      .micro_batch = o.micro_batch, .seq_len = o.seq_len, .recompute = o.recompute,
+                      .micro_steps = micro_steps, .offload_optimizer = offload_optimizer, .offload_param = offload_param,
+                      .offload_nvme = nvme, .nvme_fraction = nvme_fraction, .nvme_buffers = disk.buffers,
+                      .nvme_tile_numel = nvme_tile_numel, .offload_grad_accum_device = offload_grad_accum_device,
+                      .offload_delay = offload_delay_steps > 0, .offload_activations = offload_activations,
+                      .partition_activations = o.partition_activations != 0,
+                      .kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads)};
         if (pp > 1) q.pp_stage = pipeline.range(stage), q.pp_layers = pipeline.layers;
         q.gpipe = schedule == PipelineSchedule::GPipe;
         return q;
     }
     ZeroConfig zero_config(const TrainOptions& o) const {
-        const OffloadPolicy offload{nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device,
-                                    disk, nvme_fraction, nvme_tile_numel,
-                                    offload_param ? ParamHome::Host : ParamHome::Device,
-                                    offload_grad_accum_device ? GradSums::Device : GradSums::Host, offload_delay_steps};
-        return {o.zero_stage, micro_steps, offload, o.seed, cpu_threads_per_rank()};
+        const OffloadPolicy offload{
+            .states = nvme ? StateHome::Disk : offload_optimizer ? StateHome::Host : StateHome::Device, .disk = disk,
+            .disk_fraction = nvme_fraction, .disk_tile_numel = nvme_tile_numel,
+            .params = offload_param ? ParamHome::Host : ParamHome::Device,
+            .sums = offload_grad_accum_device ? GradSums::Device : GradSums::Host, .delay_steps = offload_delay_steps};
+        return {.stage = o.zero_stage, .micro_steps = micro_steps, .offload = offload, .seed = o.seed,
+                .cpu_threads = cpu_threads_per_rank()};
     }
     // the threads of this process, shared by the ranks it runs
     int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
@@ -110,11 +115,13 @@ inline std::string offload_delay_text(const RunSetup& r) {
 // The engine's other configs, straight from the options (whose defaults are the
 // only ones: zero/run/options.h).
 inline LossScalerConfig loss_scaler_config(const TrainOptions& o) {
-    return {o.loss_scale, o.initial_scale_power, o.loss_scale_window, o.hysteresis, o.min_loss_scale};
+    return {.static_scale = o.loss_scale, .initial_scale_power = o.initial_scale_power, .window = o.loss_scale_window,
+            .hysteresis = o.hysteresis, .min_scale = o.min_loss_scale};
 }
 
 inline OptimizerConfig optimizer_config(const TrainOptions& o) {
-    return {o.adam_beta1, o.adam_beta2, o.adam_eps, o.weight_decay, o.grad_clip, o.adam_bias_correction != 0};
+    return {.beta1 = o.adam_beta1, .beta2 = o.adam_beta2, .eps = o.adam_eps, .weight_decay = o.weight_decay,
+            .grad_clip = o.grad_clip, .bias_correction = o.adam_bias_correction != 0};
 }
 
 // The learning rate of optimizer step `step` (from 0) of a run of total_steps. cosine: linear warmup, lr x
@@ -187,7 +194,7 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
 
     // the world
     r.launch = detect_launch_env();
-    CHECK(o.ranks >= 1 && o.ranks <= 4096, "--ranks must be between 1 and 4096 (got %d)", o.ranks);
+    CHECK(o.ranks >= 1, "--ranks must be at least 1 (got %d)", o.ranks);
     if (r.launch.world > 1) {
 #ifndef ZERO_CUDA
         fail("launched as %d processes (%s), but the CPU build runs ranks only as threads: use --ranks N",
@@ -277,7 +284,8 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--offload_optimizer %s)", o.offload_optimizer.c_str());
     r.nvme_fraction = o.nvme_fraction;
     r.nvme_tile_numel = (size_t)o.nvme_tile_kib * 1024 / sizeof(float);
-    r.disk = {o.nvme_path, o.nvme_buffers, (size_t)o.nvme_block_kib << 10, o.nvme_queue_depth, o.nvme_threads};
+    r.disk = {.dir = o.nvme_path, .buffers = o.nvme_buffers, .block_bytes = (size_t)o.nvme_block_kib << 10,
+              .queue_depth = o.nvme_queue_depth, .threads = o.nvme_threads};
     CHECK(o.offload_grad_accum == "host" || o.offload_grad_accum == "device",
           "--offload_grad_accum must be host or device (got '%s')", o.offload_grad_accum.c_str());
     r.offload_grad_accum_device = o.offload_grad_accum == "device";
@@ -295,10 +303,6 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--partition_activations must be 0 or 1 (got %d)", o.partition_activations);
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
-    for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
-        ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
-        check_no_error(ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate());
-    }
 
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
@@ -332,4 +336,17 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
               "fp16 loss scaling: --loss_scale >= 0, 0 <= --initial_scale_power <= 60, --loss_scale_window >= 1, "
               "--hysteresis >= 1, --min_loss_scale > 0");
     return r;
+}
+
+// What a run of its ranks needs beyond a description of it (a dry run, an estimate or a prediction runs none and
+// reads no data, at any size): its emulated ranks as this process's threads, a part of every unit for each
+// data-parallel rank to own and, when it trains, a vocabulary the uint16 tokens of llm.c's data files can name.
+inline void check_runnable(const TrainOptions& o, const RunSetup& r, bool reads_data) {
+    CHECK(r.ranks_per_process <= 4096, "--ranks must be between 1 and 4096 (got %d)", o.ranks);
+    for (int st = 0; st < r.pp; st++) {  // every stage's units cut across its data-parallel ranks
+        ParamLayout layout(r.cfg, r.tp, r.pp > 1 ? r.pipeline.range(st) : StageRange{});
+        check_no_error(ShardPlan(layout.unit_specs(), r.dp, SHARD_ALIGN).validate());
+    }
+    CHECK(!reads_data || r.cfg.vocab_size <= 65536, "vocab %d does not fit the uint16 tokens of llm.c data files (a "
+          "dry run, --estimate and --predict take any)", r.cfg.vocab_size);
 }

@@ -140,9 +140,7 @@ void run_sample(const TrainOptions& o) {
         const int maxT = (int)tokens.size() + n_new;
         KernelCtx ctx = create_kernel_ctx(mem, (size_t)maxT, cfg.channels, cfg.num_heads);
         ParamLayout layout(cfg);
-        ZeroConfig zc;
-        zc.stage = 0;
-        ZeroEngine<T> zero(layout, comm, mem, ctx, zc);
+        ZeroEngine<T> zero(layout, comm, mem, ctx, {.stage = 0});
         GPT2<T> model(zero, 1, maxT, 0, false, mem);
         zero.load_parameters([&](int u, float* dst) { source.read_unit(layout, u, dst); });
         Rng rng(o.seed);
