@@ -157,9 +157,8 @@ class Comm {
     virtual void run_recv(void* buf, size_t bytes, int peer, Stream s) = 0;
     virtual void run_group_start() = 0;
     virtual void run_group_end() = 0;
-    // A traced step's k-th send or receive of the group just run (the recorder's op `op`, on stream s): by
-    // default it ends as the group does (NCCL runs a group's operations together); a backend that timed
-    // each one says when it ran.
+    // A traced step's k-th send or receive of the group just run (op `op` on stream s): it ends with the group
+    // (NCCL runs a group's operations together), unless the backend timed each one.
     virtual void stamp_p2p(OpStamps& stamps, size_t k, int op, Stream s) { stamps.end(op, s), (void)k; }
 
   private:

@@ -1,19 +1,12 @@
-// --trace FILE: one step's timeline in the Trace Event format (the JSON that
-// PyTorch's profiler writes), which Perfetto (ui.perfetto.dev) and
-// Chromium's DevTools Performance panel open: a process per rank, a track per
-// lane (compute stream, comm stream, the rank's thread, its host-task worker,
-// the delayed update, the disk), each op a slice named by what it is, with its
-// kind, lane, unit, bytes, shape and the ops it waits for; an arrow from each
-// send to the receive it meets. The times are a dry run's laid out by the
-// step-time model (--predict PROFILE: each op on the lane and at the time the
-// model placed it), or a real run's, each op where it ran and for how long (a
-// captured step, zero/run/step_trace.h: there concurrent work that shares a
-// lane -- a pipeline group's sends and receives, the disk's reads and writes
-// through its ring buffers -- has tracks of its own).
-//
-// Written by the two viewers' import rules (zero/README.md, "The trace"), so
-// that both keep every slice where it is, bind every arrow send -> receive
-// and show the ranks in order.
+// --trace FILE: one step's timeline in the Trace Event format (PyTorch's
+// profiler's JSON), for Perfetto (ui.perfetto.dev) and Chromium's DevTools
+// Performance panel: a process per rank, a track per lane, each op a slice with
+// its kind, lane, unit, bytes, shape and the ops it waits for, an arrow from
+// each send to the receive it meets. The times are a dry run's as the step-time
+// model placed them (--predict), or a real run's as each op ran
+// (zero/run/step_trace.h; there a pipeline group's sends and receives and the
+// disk's ring have tracks of their own: they run at once). Written by the two
+// viewers' import rules (zero/README.md, "The trace").
 #pragma once
 
 #include <cmath>
@@ -37,9 +30,8 @@ inline std::string track_name(int track) {
     return strf((track - PIPE_TRACK) % 2 ? "receives from stage %d" : "sends to stage %d", (track - PIPE_TRACK) / 2);
 }
 
-// One rank's ops of the step, each with its start and end (seconds; NaN: not
-// timed, left out) and its track. `line`: its (data, tensor) place, the same
-// on every stage (a send meets the receive of the rank of its line on the peer stage).
+// One rank's ops of the step, each with its start and end (seconds; NaN: not timed, left out) and track.
+// `line`: its (data, tensor) place, the same on every stage (a send meets the receive of its line's rank).
 struct TracedRank {
     int rank = 0, stage = 0, line = 0;
     std::string name;  // what the viewer calls it ("rank 3, stage 1")
@@ -66,8 +58,7 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
     for (const TracedRank& r : ranks)
         for (double t : r.start)
             if (!std::isnan(t)) origin = std::min(origin, t);
-    // each op's [start, end) in whole ns (so that one slice ends before the next on its track starts however a
-    // viewer reads them: Perfetto rounds ts and dur apiece, DevTools adds them as doubles); -1: not timed
+    // each op's [start, end) in whole ns (-1: not timed)
     std::vector<std::vector<int64_t>> from(ranks.size()), to(ranks.size());
     int64_t last = 0;
     for (size_t k = 0; k < ranks.size(); k++)
@@ -77,17 +68,14 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
             to[k].push_back(timed ? std::max(from[k][i], (int64_t)std::llround((ranks[k].end[i] - origin) * 1e9)) : -1);
             last = std::max(last, to[k][i]);
         }
-    // a slice's category (DevTools binds an arrow's end to the first slice of its time, track and category: a
-    // pipeline's are by direction, so that a send and the receive it meets, and only they, share one)
+    // a slice's category (a pipeline's by direction: a send and the receive it meets, and only they, share one)
     auto category = [&](const TracedRank& r, const StepOp& op) {
         if (!op.p2p()) return std::string(op_category(op));
         const bool send = op.kind == OpKind::Send;
         return strf("pipeline, stage %d to %d", send ? r.stage : op.peer, send ? op.peer : r.stage);
     };
-    // the arrows: the k-th send from stage a to b on a line meets the k-th receive there; each flow event goes
-    // right after its slice (Perfetto binds it to the slice on top of its track; at one time it takes slices
-    // longest first, then the rest in file order), a receive at least a nanosecond after its send (DevTools
-    // keeps a flow's ends by their times, and takes them in file order)
+    // the arrows: the k-th send from stage a to b on a line meets the k-th receive there, which starts at least
+    // a nanosecond after it
     std::map<std::tuple<int, int, int>, std::vector<std::pair<size_t, size_t>>> sends, recvs;  // (line, from, to)
     for (size_t k = 0; k < ranks.size(); k++)
         for (size_t i = 0; i < ranks[k].ops.size(); i++) {
@@ -108,9 +96,7 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
     std::string out = strf("{\"displayTimeUnit\": \"ms\", \"otherData\": {\"about\": %s, \"threads\": %s, \"step_s\": "
                            "%.9g},\n\"traceEvents\": [\n", json_quoted(about).c_str(), json_quoted(threads).c_str(), step_s);
     auto event = [&](const std::string& e) { out += (out.back() == '\n' ? "" : ",\n") + e; };
-    // DevTools orders processes by their busiest track's events, ties by the first event in the file: each
-    // rank's busiest track gets as many process-wide instants (which Perfetto puts on a track of their own)
-    // as make it one busier than any, written first
+    // the ranks in order: each one's busiest track made one busier than any by process-wide instants, first
     std::vector<std::map<int, int>> per_track(ranks.size());
     int busiest = 0;
     for (size_t k = 0; k < ranks.size(); k++) {
@@ -132,8 +118,7 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
             event(strf("{\"ph\": \"I\", \"s\": \"p\", \"name\": \"(ranks in order in DevTools)\", \"cat\": \"order\", "
                        "\"pid\": %d, \"tid\": %d, \"ts\": %s}", r.rank, top->first, trace_us(last).c_str()));
     }
-    // the slices in time order, zero-length ones last at their time (a flow event of another slice then
-    // binds before one lands on top of it)
+    // the slices in time order, zero-length ones last at their time, each with its flow event after it
     std::vector<std::tuple<int64_t, bool, size_t, size_t>> order;
     for (size_t k = 0; k < ranks.size(); k++)
         for (size_t i = 0; i < ranks[k].ops.size(); i++)

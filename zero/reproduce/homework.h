@@ -17,6 +17,7 @@
 #include "zero/base/plot.h"
 #include "zero/reproduce/report.h"
 #include "zero/reproduce/run_command.h"
+#include "zero/run/deepspeed_keys.h"
 
 struct HomeworkSettings {
     std::string trainer;
@@ -46,54 +47,18 @@ struct HomeworkResult {
     double seconds20 = 0;                     // the trainer's "20 steps take"
 };
 
-// Why a DeepSpeed key that is accepted here changes nothing, for notes from a
-// trainer that names the key without a reason.
-struct KeyReason {
-    const char* key;
-    const char* why;
-};
-static const KeyReason HOMEWORK_KEY_REASONS[] = {
-    {"reduce_scatter", "stages 1-3 always reduce-scatter gradients (stage 0 all-reduces them)"},
-    {"allgather_partitions", "updated parameter slices are always all-gathered from the partitions"},
-    {"allgather_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
-    {"reduce_bucket_size", "every collective is one whole unit (a transformer layer); there are no buckets"},
-    {"overlap_comm", "collectives always run on their own stream beside compute on the GPU (in program order "
-                     "on the CPU build)"},
-    {"contiguous_gradients", "gradients always live in one flat buffer, slices contiguous by construction"},
-    {"sub_group_size", "the optimizer already steps one unit at a time, the unit being its sub-group"},
-};
-
-// The DeepSpeed key a note names: one of ours above (with its section when the
-// note gives it), else the word after "DeepSpeed key "; "" if none.
-inline std::string note_key(const std::string& note) {
-    for (const KeyReason& r : HOMEWORK_KEY_REASONS) {
-        size_t at = note.find(r.key);
-        if (at == std::string::npos) continue;
-        const std::string section = "zero_optimization.";
-        bool qualified = at >= section.size() && note.compare(at - section.size(), section.size(), section) == 0;
-        return qualified ? section + r.key : r.key;
+// The report's lines on a trainer note about a DeepSpeed file: the keys it folds as having no effect here, one
+// line each with the reason of the trainer's own key table (zero/run/deepspeed_keys.cpp); another note as it is.
+inline std::vector<std::string> explain_note(const std::string& note) {
+    const size_t list = note.find("): ");
+    if (note.rfind("no effect here (", 0) != 0 || list == std::string::npos) return {"the trainer: \"" + note + "\""};
+    std::vector<std::string> lines;
+    for (std::string key : split_at(note.substr(list + 3), ',')) {
+        key.erase(0, key.find_first_not_of(' '));
+        const deepspeed_detail::KnownKey* k = deepspeed_detail::known_key(key);
+        lines.push_back("`" + key + "`: no effect here: " + (k ? k->why : "(not in the trainer's table)"));
     }
-    size_t at = note.find("DeepSpeed key ");
-    if (at == std::string::npos) return "";
-    std::string key = note.substr(at + 14);
-    return key.substr(0, key.find_first_of(" :=("));
-}
-
-// One line for the report from a trainer note on a DeepSpeed key: the key, why it
-// changes nothing (the note's own parenthesised reason, else ours), the note.
-inline std::string explain_note(const std::string& note) {
-    std::string key = note_key(note);
-    if (key.empty()) return "the trainer: \"" + note + "\"";
-    std::string why;
-    size_t open = note.find('('), close = note.rfind(')');
-    if (open != std::string::npos && close != std::string::npos && close > open)
-        why = note.substr(open + 1, close - open - 1);
-    else
-        for (const KeyReason& r : HOMEWORK_KEY_REASONS)
-            if (key.size() >= strlen(r.key) && key.compare(key.size() - strlen(r.key), std::string::npos, r.key) == 0)
-                why = r.why;
-    if (why.empty()) return "`" + key + "`: the trainer: \"" + note + "\"";
-    return "`" + key + "`: no effect here: " + why + " (the trainer: \"" + note + "\")";
+    return lines;
 }
 
 inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const std::string& dir,
@@ -112,15 +77,17 @@ inline std::vector<HomeworkResult> run_homework(const HomeworkSettings& s, const
                  s.trainer.c_str(), s.model.c_str(), s.seq_len, s.ranks, s.steps, run_dir.c_str(), s.flags.c_str(),
                  h.file.c_str());
         CommandRun r = run_logged(cmd, run_dir + ".log");
-        // the trainer's notes on the file, each once
+        // the trainer's notes on the file, each line once
         size_t pos = 0;
         while ((pos = r.output.find("note: ", pos)) != std::string::npos) {
             size_t end = r.output.find('\n', pos);
             std::string note = r.output.substr(pos + 6, end == std::string::npos ? std::string::npos : end - pos - 6);
             pos = end == std::string::npos ? r.output.size() : end;
-            bool on_a_key = note.find("DeepSpeed") != std::string::npos || !note_key(note).empty();
-            if (!on_a_key || !seen.insert(note).second) continue;
-            notes.push_back(explain_note(note));
+            const bool on_the_file = note.find("DeepSpeed") != std::string::npos || note.rfind("no effect here", 0) == 0 ||
+                                     note.rfind("\"auto\"", 0) == 0;
+            if (!on_the_file) continue;
+            for (const std::string& line : explain_note(note))
+                if (seen.insert(line).second) notes.push_back(line);
         }
         std::string what = "homework: " + std::string(c.name);
         if (r.status == 0) {

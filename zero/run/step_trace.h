@@ -1,14 +1,10 @@
-// --trace FILE in a run: one step captured as it runs (zero/base/ops.h, a
-// capture with a clock: every op recorded where it was issued and timed where
-// it ran) and written as a timeline (zero/perf/trace.h). The step is the
-// run's first steady one, as the dry run's: its second (with a delayed update
-// of W steps, its (W+2)-th). The recorder is the rank's from before its first
-// allocation, so that it knows every buffer, stream and event, and lets go
-// after the step. In the traced step host tasks run on the rank's thread as
-// they are submitted, as in --calibrate's capture (zero/engine/host_tasks.h);
-// the trace says so, and the log sets the traced step's time beside the next
-// one's. Emulated ranks write one file together; under a launcher each rank
-// writes FILE_rank<r>.json.
+// --trace FILE in a run: the run's first steady step (its second; with a
+// delayed update of W steps its (W+2)-th), captured as it runs by a recorder
+// with a clock (zero/base/ops.h) that is the rank's from before its first
+// allocation, and written as a timeline (zero/perf/trace.h). In the traced step
+// host tasks run on the rank's thread as they are queued (zero/engine/
+// host_tasks.h); the trace says so, and the log sets the step's time beside the
+// next one's. Emulated ranks write one file; under a launcher each rank its own.
 #pragma once
 
 #include <algorithm>
