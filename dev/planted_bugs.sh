@@ -5,6 +5,10 @@
 #
 #   bash dev/planted_bugs.sh            every bug (about 2 minutes each on 2 cores)
 #   bash dev/planted_bugs.sh NAME...    some of them
+#   PLANTED_LOGS=DIR bash dev/...       and keep each bug's build and test output as DIR/NAME.log
+#
+# dev/planted_bugs.md says, bug by bug, which check kills it, by what margin,
+# and which configurations that check covers and which it cannot see.
 #
 # Needs `make data` done here first (the copy borrows the data).
 set -euo pipefail
@@ -24,6 +28,10 @@ bugs=(
 "clip_by_own_shard|zero/engine/zero_engine.h|        double total = comm.sum_scalar(local);|        double total = (comm.sum_scalar(local), local);|clip_across_ranks"
 "short_transfer_taken_whole|zero/engine/disk_states.h|            done += (size_t)got;|            done += left;|disk_states"
 "stage_rounding_keys_local|zero/engine/rank_state.h|whole.full_offset[layout.global_unit(u)] - plan.full_offset[u]|whole.full_offset[u] - plan.full_offset[u]|pp_trainer"
+"resume_rounds_by_stage_offsets|zero/engine/rank_state.h|rounding_seed(adam_t), key(p) + b);|rounding_seed(adam_t), p.full_offset + b);|pp_checkpoint"
+"grid_rank_data_tensor_swapped|zero/engine/zero_engine.h|rank_of(pipe_ ? pipe_->rank : 0, comm_.rank,\n                                                                                tensor_ ? tensor_->rank : 0)),|rank_of(pipe_ ? pipe_->rank : 0, tensor_ ? tensor_->rank : 0,\n                                                                                comm_.rank)),|nvme_offload pipeline"
+"fused_output_kept_too_early|zero/model/gpt2.h|            else if (l > 0) keep_output(l - 1);|            else keep_output(l);|variants"
+"dry_run_copies_half_their_bytes|zero/base/backend.h|    op.bytes = bytes, op.dims = {(long)bytes};|    op.bytes = r->capture ? bytes : bytes / 2, op.dims = {(long)bytes};|perf_trace"
 )
 
 wanted=("$@")
@@ -55,6 +63,7 @@ EOF
         if ! (cd "$tree/build/test" && ctest -R "^$t\$" --output-on-failure >>"$log" 2>&1); then failed="$failed $t"; fi
     done
     first=$( (grep -m1 '^error' "$log" || grep -m1 '^FAIL' "$log" || true) | cut -c1-160)
+    if [ -n "${PLANTED_LOGS:-}" ]; then mkdir -p "$PLANTED_LOGS" && cp "$log" "$PLANTED_LOGS/"; fi
     if [ -z "$failed" ]; then
         printf '%-30s %-28s %s\n' "$name" "NONE: it survived" ""
         status=1

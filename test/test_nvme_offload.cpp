@@ -6,7 +6,12 @@
 //     with the gradient shard on the device, with parameter offload, with
 //     tensor and with pipeline parallelism, with a share of the states kept in
 //     host memory, and over ring sizes of 1 to 3 tiles of 1024 elements (every
-//     unit many tiles, tiles read ahead and written behind);
+//     unit many tiles, tiles read ahead and written behind); with data and
+//     tensor degrees unequal (8 ranks at tp 2, 6 at tp 3) too, and continued
+//     from a checkpoint with the states on disk;
+//   * the files: one for each rank, named by the rank the launcher gave it and
+//     holding that rank's states (a 6-rank run at tp 3, killed: its files
+//     against its checkpoint);
 //   * a checkpoint is the same whatever held the states: an nvme run resumes a
 //     cpu run's checkpoint and a cpu run an nvme run's, bit-identical to the
 //     run that was never stopped;
@@ -29,7 +34,9 @@
 #include <thread>
 
 #include "test/child_process.h"
+#include "test/optim_file_util.h"
 #include "test/trainer_run.h"
+#include "zero/engine/disk_states.h"
 #include "zero/engine/memory_predictor.h"
 
 static std::string read_text(const std::string& path) {
@@ -71,16 +78,16 @@ int main(int argc, char** argv) {
         ssd.out = dir + "/" + name + "_nvme";
         ssd.extra += nvme + disk;
         RunResult a = cpu.run(), b = ssd.run();
-        const int world = run.ranks.value_or(1);
+        const int world = run.ranks.value_or(1), n = run.steps.value_or(steps);
         bool optim = true;
         for (int r = 0; r < world; r++)
-            optim &= files_identical(optim_file(checkpoint_dir(a.out, steps), r), optim_file(checkpoint_dir(b.out, steps), r));
-        EXPECT(files_identical(a.model_at(steps), b.model_at(steps)) && optim && a.train_losses == b.train_losses &&
-                   a.train_losses.size() == (size_t)steps,
+            optim &= files_identical(optim_file(checkpoint_dir(a.out, n), r), optim_file(checkpoint_dir(b.out, n), r));
+        EXPECT(files_identical(a.model_at(n), b.model_at(n)) && optim && a.train_losses == b.train_losses &&
+                   a.train_losses.size() == (size_t)n,
                "%s: the states on disk (%s) change the run: parameters %s, optimizer shards %s, losses %s", name.c_str(),
-               disk.c_str(), files_identical(a.model_at(steps), b.model_at(steps)) ? "same" : "differ",
+               disk.c_str(), files_identical(a.model_at(n), b.model_at(n)) ? "same" : "differ",
                optim ? "same" : "differ", a.train_losses == b.train_losses ? "same" : "differ");
-        return b;
+        return std::make_pair(a, b);
     };
 
     // --- exact, stage by stage, in both precisions
@@ -126,6 +133,43 @@ int main(int argc, char** argv) {
         run.micro_batch = 2;
         run.extra += " --pp 2";
         same_as_cpu("pp2", run, " --nvme_buffers 2 --nvme_fraction 0.6");
+    }
+
+    // --- data and tensor degrees unequal, where a rank numbered the wrong way round would take
+    // another rank's file name (or two ranks one): 8 ranks at tp 2 (4 data ranks), 6 at tp 3 (2 data
+    // ranks; 3 heads and a vocabulary of 384, which 3 divides). 4 steps, a checkpoint every 2, and
+    // the nvme run continued on disk from its step 2, all equal to the cpu run's
+    write_markov_shard(dir + "/train384.bin", 384, 30000, 19);
+    const char* const tp3_model = "L=2,H=3,C=48,V=384,T=32";
+    for (int t : {2, 3}) {
+        const int d = t == 2 ? 4 : 2;
+        TrainerRun run = base;
+        run.ranks = d * t;
+        run.micro_batch = 8 / d;
+        run.stage = t == 2 ? 2 : 3;
+        run.steps = 4;
+        run.checkpoint_every = 2;
+        run.extra += " --tp " + std::to_string(t);
+        if (t == 3) run.model = tp3_model, run.train = dir + "/train384.bin";
+        const std::string name = "tp" + std::to_string(t) + "_dp" + std::to_string(d);
+        const auto runs = same_as_cpu(name, run, " --nvme_buffers 2");
+        TrainerRun again = run;  // in a copy of the nvme run's directory as it was at step 2
+        again.out = dir + "/" + name + "_resumed";
+        run_command("rm -rf " + again.out + " && cp -r " + runs.second.out + " " + again.out + " && rm -rf " +
+                    checkpoint_dir(again.out, 4));
+        again.extra += nvme + " --nvme_buffers 2";
+        again.resume = true;
+        const RunResult resumed = again.run();
+        const std::string from = strf("resumed from %s (step 2)", checkpoint_dir(again.out, 2).c_str());
+        bool optim = true;
+        for (int r = 0; r < d * t; r++)
+            optim &= files_identical(optim_file(checkpoint_dir(resumed.out, 4), r),
+                                     optim_file(checkpoint_dir(runs.first.out, 4), r));
+        EXPECT(resumed.output.find(from) != std::string::npos && optim &&
+                   files_identical(resumed.model_at(4), runs.first.model_at(4)) &&
+                   resumed.train_losses == runs.first.train_losses,
+               "%s: resumed from step 2 with the states on disk, the run differs from the cpu run (optimizer shards %s)",
+               again.command().c_str(), optim ? "same" : "differ");
     }
 
     // --- the memory report: the states' file on disk, the host's share and the ring, every
@@ -242,18 +286,27 @@ int main(int argc, char** argv) {
                "a disk too small for the states was not refused at start-up with the bytes it needs (status %d):\n%s",
                r.status, r.output.c_str());
     }
-    {  // two runs on one directory at once: the second is refused, the first unharmed
+    // --- a running run's files: one for each rank, named by the rank the launcher gave it and holding
+    // that rank's states; a second run on the directory at once is refused. The first: 6 ranks at tp 3
+    // with -l 0, so that its masters never move (its step-1 checkpoint's are its files'), killed once
+    // the second has been refused (a killed run leaves its files)
+    {
+        const std::string named = dir + "/named";
+        fresh_dir(named);
+        const std::string on_named = " --offload_optimizer nvme --nvme_path " + named + " --nvme_tile_kib 4";
         TrainerRun first = base, second = base;
         first.out = dir + "/first", second.out = dir + "/second";
-        first.stage = second.stage = 2;
-        first.steps = 100000, first.checkpoint_every.reset();
-        first.extra += nvme, second.extra += nvme;
+        first.model = tp3_model, first.train = dir + "/train384.bin";
+        first.ranks = 6, first.stage = 1, first.steps = 100000, first.checkpoint_every = 1;
+        first.extra += " -l 0 --tp 3" + on_named;
+        second.stage = 2, second.checkpoint_every.reset();
+        second.extra += on_named;
         const std::string log = dir + "/first.log";
         Child c = start_child([&] {
             execl("/bin/sh", "sh", "-c", ("exec " + first.command() + " >" + log + " 2>&1").c_str(), (char*)nullptr);
             return 127;
         });
-        for (int i = 0; i < 2000 && read_text(log).find("step 2/") == std::string::npos; i++)
+        for (int i = 0; i < 2000 && parse_step_lines(read_text(log)).size() < 2; i++)
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
         RunResult r = second.try_run();
         kill(c.pid, SIGKILL);
@@ -261,6 +314,34 @@ int main(int argc, char** argv) {
         EXPECT(r.status == 1 && r.output.find("another run") != std::string::npos,
                "a second run on the states' directory of a running one was not refused (status %d):\n%s", r.status,
                r.output.c_str());
+        std::string want, got = run_command("ls " + named).output;  // (ls sorts the names)
+        for (int rank = 0; rank < 6; rank++) want += disk_states_file("", rank).substr(1) + "\n";
+        EXPECT(got == want, "%s: the states' files of 6 ranks are\n%sthe launcher's ranks name\n%s", named.c_str(),
+               got.c_str(), want.c_str());
+        const ParamLayout layout(gpt2_config_from_descriptor(tp3_model), 3);
+        const ShardPlan plan(layout.unit_specs(), 2, SHARD_ALIGN);
+        const ShardPlan::DiskSplit split = plan.disk_split(1.0, 1024);
+        for (int dp = 0; dp < 2; dp++)
+            for (int tp = 0; tp < 3; tp++) {
+                const int rank = dp * 3 + tp;  // the launcher's order: data-major, tensor ranks adjacent
+                std::vector<std::vector<float>> states(3, std::vector<float>(plan.shard_numel));
+                float* arrays[3] = {states[0].data(), states[1].data(), states[2].data()};
+                read_optim_files(checkpoint_dir(first.out, 1), layout, 6, 3, PipelinePlan{}, plan, 1, dp, tp, arrays);
+                const std::string file = disk_states_file(named, rank), bytes = read_text(file);
+                size_t differ = 0, compared = 0, pos = 0;  // the masters: each tile's first state
+                for (const DiskTile& tile : split.tiles) {
+                    for (size_t i = 0; i < tile.n; i++, compared++) {
+                        float x = NAN;
+                        if (pos + 4 * (i + 1) <= bytes.size()) memcpy(&x, bytes.data() + pos + 4 * i, 4);
+                        differ += x != states[0][split.begin + tile.offset + i];
+                    }
+                    pos += 3 * DiskStates::state_bytes(tile.n);
+                }
+                EXPECT(compared > 0 && differ == 0,
+                       "%s does not hold the states of rank %d (data rank %d, tensor rank %d): %zu of its %zu masters "
+                       "differ from that rank's checkpoint",
+                       file.c_str(), rank, dp, tp, differ, compared);
+            }
     }
     return test_summary("nvme_offload");
 }

@@ -6,10 +6,17 @@
 //     value that must never be read back), and every rank of a new grid reads
 //     its arrays back: exactly what cutting the whole model's units its way
 //     gives, across numbers of stages (pp 1 included), t, d and ZeRO stage;
-//   * through the trainer: a checkpoint of (d=1, t=2, pp=2, ZeRO 3) resumes at
-//     the same grid bit for bit, and at pp 1, at (d=2, pp=2, ZeRO 1) and a
-//     pp 1 checkpoint at pp 4 within 1e-5 of the uninterrupted run; the
-//     MANIFEST records the stages; --consolidate gives the fp32 run's model.bin.
+//   * through the trainer (each resume in a copy of the uninterrupted run's
+//     directory as it was at a checkpoint): a checkpoint of (d=1, t=2, pp=2,
+//     ZeRO 3) resumes at the same grid bit for bit, at pp 1 and at (d=2,
+//     pp=2, ZeRO 1) within 1e-5 of the uninterrupted run, and a pp 1
+//     checkpoint at pp 4 bit for bit; the MANIFEST records the stages;
+//     --consolidate gives the fp32 run's model.bin;
+//   * bf16 and fp16, at (d=1, pp=2, ZeRO 1) with t=1 and t=2: a checkpoint
+//     continues bit for bit at the same grid and at pp 4 (t=1) or pp 1 (t=2),
+//     and that run's checkpoint again at pp 2 (the 16-bit parameters rebuilt
+//     from the masters must round as the step that wrote them did, by the
+//     whole model's keys).
 //
 // usage: test_pp_checkpoint <path to train_gpt2_zero_cpu>
 #include <cstdio>
@@ -120,28 +127,34 @@ int main(int argc, char** argv) {
         r.extra += " --tp " + std::to_string(t) + " --pp " + std::to_string(pp);
         return r;
     };
+    // run `r` (-y 1) in a copy of `from`'s directory as it was at its step-`step` checkpoint (the later ones removed)
+    auto continued = [&](const RunResult& from, int step, TrainerRun r) {
+        run_command("rm -rf " + r.out + " && cp -r " + from.out + " " + r.out);
+        for (int later : checkpoint_steps(r.out))
+            if (later > step) run_command("rm -rf " + checkpoint_dir(r.out, later));
+        r.resume = true;
+        RunResult done = r.run();
+        EXPECT(done.output.find(strf("resumed from %s (step %d)", checkpoint_dir(r.out, step).c_str(), step)) !=
+                   std::string::npos,
+               "%s did not resume from step %d:\n%s", done.command.c_str(), step, done.output.c_str());
+        return done;
+    };
     TrainerRun straight_run = grid("straight", 2, 1, 2, 3, 10);
     straight_run.checkpoint_every = 5;
     RunResult straight = straight_run.run();
-    grid("first_half", 2, 1, 2, 3, 5).run();
-    auto resumed_on = [&](const std::string& from, const std::string& copy, int t, int d, int pp, int z) {
-        run_command("rm -rf " + dir + "/" + copy + " && cp -r " + dir + "/" + from + " " + dir + "/" + copy);
-        TrainerRun r = grid(copy, t, d, pp, z, 10);
-        r.resume = true;
-        return r.run();
-    };
-    RunResult same = resumed_on("first_half", "same", 2, 1, 2, 3);
+    RunResult same = continued(straight, 5, grid("same", 2, 1, 2, 3, 10));
     EXPECT(same.train_losses == straight.train_losses && files_identical(same.model_at(10), straight.model_at(10)),
            "resume at the same grid is not bit-exact");
     for (int r = 0; r < 4; r++)
         EXPECT(files_identical(optim_file(checkpoint_dir(same.out, 10), r), optim_file(checkpoint_dir(straight.out, 10), r)),
                "optimizer file %d differs after a resume at the same grid", r);
-    RunResult one = resumed_on("first_half", "pp1", 1, 1, 1, 1);
-    RunResult dp2 = resumed_on("first_half", "d2_pp2_z1", 1, 2, 2, 1);
+    RunResult one = continued(straight, 5, grid("pp1", 1, 1, 1, 1, 10));
+    RunResult dp2 = continued(straight, 5, grid("d2_pp2_z1", 1, 2, 2, 1, 10));
     // and the other way: a --pp 1 checkpoint resumed by 4 stages
-    grid("plain_half", 1, 1, 1, 2, 5).run();
-    RunResult plain_straight = grid("plain_straight", 1, 1, 1, 2, 10).run();
-    RunResult to_pp4 = resumed_on("plain_half", "pp4", 1, 1, 4, 2);
+    TrainerRun plain_run = grid("plain_straight", 1, 1, 1, 2, 10);
+    plain_run.checkpoint_every = 5;
+    RunResult plain_straight = plain_run.run();
+    RunResult to_pp4 = continued(plain_straight, 5, grid("pp4", 1, 1, 4, 2, 10));
     struct Check {
         const RunResult* r;
         const RunResult* want;
@@ -152,8 +165,6 @@ int main(int argc, char** argv) {
            "a --pp 1 checkpoint resumed by 4 stages is not bit-exact");
     for (Check c : {Check{&one, &straight}, Check{&dp2, &straight}, Check{&to_pp4, &plain_straight}}) {
         const RunResult& r = *c.r;
-        EXPECT(r.output.find("resumed from") != std::string::npos, "%s did not resume:\n%s", r.command.c_str(),
-               r.output.c_str());
         double loss_gap = r.train_losses.size() == 10 && c.want->train_losses.size() == 10
                               ? std::fabs(r.train_losses[9] - c.want->train_losses[9]) / c.want->train_losses[9]
                               : 1.0;
@@ -162,6 +173,46 @@ int main(int argc, char** argv) {
                r.command.c_str(), loss_gap, params_gap);
         printf("%s: step-10 loss within %.2g, parameters %.2g\n", r.command.c_str(), loss_gap, params_gap);
     }
+
+    // --- bf16 and fp16: a resumed run rounds its 16-bit parameters from the masters by the whole
+    // model's keys, as the step that wrote them did (a later stage's keys start at its units' place in
+    // the whole model), so it continues bit for bit at the same grid and at another number of stages
+    auto in16 = [](TrainerRun r, const char* precision) {  // checkpoints every 2 steps
+        r.precision = precision;
+        r.checkpoint_every = 2;
+        return r;
+    };
+    for (const char* precision : {"bf16", "fp16"})
+        for (int t : {1, 2}) {
+            const std::string name = std::string(precision) + "_t" + std::to_string(t);
+            const RunResult whole = in16(grid(name, t, 1, 2, 1, 6), precision).run();
+            // from its step-2 checkpoint at --pp 2 and at another number of stages (t=1: four, not one
+            // rank, whose threads crawl on a busy machine; t=2: one), that run's step 4 back at --pp 2
+            const int other = t == 1 ? 4 : 1;
+            const RunResult same16 = continued(whole, 2, in16(grid(name + "_same", t, 1, 2, 1, 6), precision));
+            const RunResult other16 =
+                continued(whole, 2, in16(grid(name + "_pp" + std::to_string(other), t, 1, other, 1, 6), precision));
+            const RunResult back16 = continued(other16, 4, in16(grid(name + "_back", t, 1, 2, 1, 6), precision));
+            for (const RunResult* r : {&same16, &other16, &back16}) {
+                std::string losses = strf("%zu losses", r->train_losses.size());  // or the first that differs
+                for (size_t i = 0; i < r->train_losses.size() && i < whole.train_losses.size(); i++)
+                    if (r->train_losses[i] != whole.train_losses[i]) {
+                        losses = strf("step-%zu loss %.6f against %.6f", i + 1, r->train_losses[i], whole.train_losses[i]);
+                        break;
+                    }
+                EXPECT(r->train_losses.size() == 6 && r->train_losses == whole.train_losses &&
+                           files_identical(r->model_at(6), whole.model_at(6)),
+                       "%s: not bit for bit the uninterrupted run: %s, parameters %.3g apart (relative)",
+                       r->command.c_str(), losses.c_str(),
+                       relative_error(read_model_params(r->model_at(6)), read_model_params(whole.model_at(6))));
+            }
+            for (const RunResult* r : {&same16, &back16})
+                for (int k = 0; k < 2 * t; k++)
+                    EXPECT(files_identical(optim_file(checkpoint_dir(r->out, 6), k),
+                                           optim_file(checkpoint_dir(whole.out, 6), k)),
+                           "%s: optimizer file %d differs from the uninterrupted run's", r->command.c_str(), k);
+        }
+
     CheckpointManifest m;
     std::string why;
     EXPECT(read_manifest(checkpoint_dir(straight.out, 10), m, why) && m.id.world == 4 && m.id.tp == 2 &&
