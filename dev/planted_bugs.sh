@@ -32,6 +32,11 @@ bugs=(
 "grid_rank_data_tensor_swapped|zero/engine/zero_engine.h|rank_of(pipe_ ? pipe_->rank : 0, comm_.rank,\n                                                                                tensor_ ? tensor_->rank : 0)),|rank_of(pipe_ ? pipe_->rank : 0, tensor_ ? tensor_->rank : 0,\n                                                                                comm_.rank)),|nvme_offload pipeline"
 "fused_output_kept_too_early|zero/model/gpt2.h|            else if (l > 0) keep_output(l - 1);|            else keep_output(l);|variants"
 "dry_run_copies_half_their_bytes|zero/base/backend.h|    op.bytes = bytes, op.dims = {(long)bytes};|    op.bytes = r->capture ? bytes : bytes / 2, op.dims = {(long)bytes};|perf_trace"
+"trace_printed_apart|zero/perf/trace.h|r.track[i], trace_us(start).c_str(),\n                   trace_dur(start, to[k][i]).c_str(),|r.track[i], strf(\"%.3f\", (r.start[i] - origin) * 1e6).c_str(),\n                   strf(\"%.3f\", (r.end[i] - r.start[i]) * 1e6).c_str(),|trace"
+"stream_order_dropped|zero/base/timeline.h|        if (const int b = stream_before[s][i]; b >= 0 \&\& tl.end[s][b] == NONE) return false;\n||trace"
+"trace_lane_not_the_models|zero/run/predict_report.h|t.track.push_back((int)s.timeline.lane[k][i]);|t.track.push_back((int)ops[i].lane);|trace"
+"delayed_adamw_unlabelled|zero/engine/offload.h|        at_unit(u);  // (the delayed update's loop is one task: its ops are each unit's)\n||trace"
+"ranks_not_padded_into_order|zero/perf/trace.h|top == per_track[k].end() ? busiest + 1 : top->second;|busiest + 1;|trace"
 )
 
 wanted=("$@")
