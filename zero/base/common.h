@@ -174,6 +174,10 @@ inline void make_dir(const std::string& path) {
     if (mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
         fail("cannot create directory %s: %s", path.c_str(), strerror(errno));
 }
+// The folder a file `path` goes into, made (mkdir -p of its parent; nothing for a bare name).
+inline void make_dir_for(const std::string& path) {
+    if (const size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0) make_dir(path.substr(0, slash));
+}
 
 // A file that appears under its final name only once it is complete: written to
 // `path.tmp`, flushed to disk, then renamed (rename is atomic on POSIX).

@@ -119,12 +119,15 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
                        "\"pid\": %d, \"tid\": %d, \"ts\": %s}", r.rank, top->first, trace_us(last).c_str()));
     }
     // the slices in time order, zero-length ones last at their time, each with its flow event after it
-    std::vector<std::tuple<int64_t, bool, size_t, size_t>> order;
+    std::vector<std::tuple<int64_t, bool, size_t, size_t, std::string>> order;  // (ts, zero-length, rank, op, dur)
     for (size_t k = 0; k < ranks.size(); k++)
-        for (size_t i = 0; i < ranks[k].ops.size(); i++)
-            if (from[k][i] >= 0) order.push_back({from[k][i], trace_dur(from[k][i], to[k][i]) == "0.000", k, i});
+        for (size_t i = 0; i < ranks[k].ops.size(); i++) {
+            if (from[k][i] < 0) continue;
+            const std::string dur = trace_dur(from[k][i], to[k][i]);
+            order.push_back({from[k][i], dur == "0.000", k, i, dur});
+        }
     std::sort(order.begin(), order.end());
-    for (const auto& [start, zero, k, i] : order) {
+    for (const auto& [start, zero, k, i, dur] : order) {
         const TracedRank& r = ranks[k];
         const StepOp& op = r.ops[i];
         std::string after;
@@ -133,7 +136,7 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
                    "\"args\": {\"op\": %zu, \"kind\": \"%s\", \"lane\": \"%s\", \"unit\": %d, \"bytes\": %llu, "
                    "\"group\": %s, \"peer\": %d, \"shape\": \"%s\", \"after\": [%s]}}",
                    json_quoted(op.name).c_str(), category(r, op).c_str(), r.rank, r.track[i], trace_us(start).c_str(),
-                   trace_dur(start, to[k][i]).c_str(), i, op_kind_name(op.kind), lane_name(op.lane), op.unit,
+                   dur.c_str(), i, op_kind_name(op.kind), lane_name(op.lane), op.unit,
                    (unsigned long long)op.bytes, json_quoted(op.group).c_str(), op.peer,
                    StepOp::op_key("", op.dims).c_str() + (op.dims.empty() ? 0 : 1), after.c_str()));
         if (auto f = flow_of.find({k, i}); f != flow_of.end())  // (the receive's end binds to its enclosing slice)
@@ -142,6 +145,6 @@ inline void write_trace(const std::string& path, const std::vector<TracedRank>& 
                        f->second, category(r, op).c_str(), r.rank, r.track[i], trace_us(start).c_str()));
     }
     out += "\n]}\n";
-    if (path.rfind('/') != std::string::npos && path.rfind('/') > 0) make_dir(path.substr(0, path.rfind('/')));
+    make_dir_for(path);
     write_file_atomically(path, out);
 }

@@ -49,7 +49,7 @@ class StepTrace {
             path = path.substr(0, path.size() - (json ? 5 : 0)) + "_rank" + std::to_string(rank) + (json ? ".json" : "");
         }
         if (rank == 0 || launched) {  // found unwritable now, not after the step
-            if (path.rfind('/') != std::string::npos && path.rfind('/') > 0) make_dir(path.substr(0, path.rfind('/')));
+            make_dir_for(path);
             AtomicFile probe(path);  // (never committed: leaves nothing)
         }
     }
