@@ -24,13 +24,21 @@ NCCL_FOUND := $(shell sh dev/find_nccl.sh "$(CUDA_HOME)" 2>/dev/null)
 NCCL_INC := $(word 1,$(NCCL_FOUND))
 NCCL_LIBDIR := $(word 2,$(NCCL_FOUND))
 NCCL_LIBFILE := $(word 3,$(NCCL_FOUND))
+# Where cuDNN is (dev/find_cudnn.sh: CUDNN_HOME, the toolkit, the system, PyTorch's
+# wheel): found, the trainer can run its attention through cuDNN (--attention cudnn,
+# kernels/attention_cudnn.cuh); USE_CUDNN=0 builds without it.
+CUDNN_FOUND := $(if $(filter 0,$(USE_CUDNN)),,$(shell sh dev/find_cudnn.sh "$(CUDA_HOME)" 2>/dev/null))
+CUDNN_INC := $(word 1,$(CUDNN_FOUND))
+CUDNN_LIBDIR := $(word 2,$(CUDNN_FOUND))
+CUDNN_LIBFILE := $(word 3,$(CUDNN_FOUND))
 CUDA_LIBDIR := $(firstword $(wildcard $(CUDA_HOME)/lib64 $(CUDA_HOME)/targets/x86_64-linux/lib) $(CUDA_HOME)/lib64)
 
 NVCC_OPT ?= -O3
 NVCC_FLAGS ?= $(NVCC_OPT) -std=c++20 $(CUDA_ARCH) -Xcompiler -fopenmp -Xcompiler -march=native -I. -lineinfo \
-              $(if $(NCCL_INC),-I$(NCCL_INC))
+              $(if $(NCCL_INC),-I$(NCCL_INC)) $(if $(CUDNN_INC),-DZERO_CUDNN -I$(CUDNN_INC))
 NVCC_LIBS ?= -L$(CUDA_LIBDIR) -Xlinker -rpath=$(CUDA_LIBDIR) -lcublasLt -lcublas \
-             $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE),-lnccl) -lgomp
+             $(if $(NCCL_LIBDIR),-L$(NCCL_LIBDIR) -Xlinker -rpath=$(NCCL_LIBDIR) -l:$(NCCL_LIBFILE),-lnccl) -lgomp \
+             $(if $(CUDNN_LIBDIR),-L$(CUDNN_LIBDIR) -Xlinker -rpath=$(CUDNN_LIBDIR) -l:$(CUDNN_LIBFILE))
 
 CXX ?= g++
 CPU_FLAGS ?= -O3 -std=c++20 -march=native -fopenmp -I. -DZERO_CPU -Wall -Wno-unknown-pragmas
@@ -88,7 +96,7 @@ build/host/%.o: %.cpp
 	$(CXX) $(HOST_FLAGS) -MMD -MP -c $< -o $@
 
 $(CUDA_TRAINER): $(CUDA_OBJS) $(HOST_OBJS)
-	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME))"
+	@echo "CUDA: $(CUDA_HOME) ($(shell $(NVCC) --version 2>/dev/null | grep -o 'release [0-9.]*')), cuBLASLt: $(CUDA_LIBDIR), NCCL: $(if $(NCCL_LIBDIR),$(NCCL_LIBDIR)/$(NCCL_LIBFILE),NOT FOUND (set NCCL_HOME)), cuDNN: $(if $(CUDNN_LIBDIR),$(CUDNN_LIBDIR)/$(CUDNN_LIBFILE),none (--attention cudnn off; set CUDNN_HOME))"
 	$(NVCC) $(NVCC_FLAGS) -o $@ $(CUDA_OBJS) $(HOST_OBJS) $(NVCC_LIBS)
 
 train_gpt2_zero_cpu: $(CPU_OBJS) $(HOST_OBJS)

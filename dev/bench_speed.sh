@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The prepared speed variants (zero/base/variants.h: ZERO_VARIANTS=name,...), each
-# off by default, measured on one H100 or H200 in one call of under 9 minutes:
+# off by default, and cuDNN's fused attention (--attention cudnn, built where the
+# Makefile finds cuDNN), measured on one H100 or H200 in one call of under 9 minutes:
 # built, their kernels checked against the CPU twins, their bits checked, then
 # timed against the default at GPT-2 124M (d12), T 1024, bf16, B 64 and B 16,
 # 12 steps a run; optionally a per-kernel-family table (ncu) and the peers.
@@ -8,7 +9,7 @@
 # runs, parts that no longer fit before the deadline are skipped, and the table
 # is printed last whatever happened. Logs under $OUT (default out/gpu/speed).
 #
-#   bash dev/bench_speed.sh                   build check time kernels (~7.5 min on an H100, estimated)
+#   bash dev/bench_speed.sh                   build check time kernels (~8.2 min on an H100, estimated)
 #   bash dev/bench_speed.sh PART...           these parts, in this order
 #   PEERS=1 bash dev/bench_speed.sh           also the peers at the end (+~3.5: llm.c's cuDNN build
 #                                             ~1.5, its runs ~0.5, torch.compile ~0.8 a batch size);
@@ -20,16 +21,18 @@
 #
 # Parts (minutes on an H100, estimated from the sections of dev/gpu_notes.md):
 #   build    ~1.2  the trainers and the workbench programs of the changed families, 16 jobs
-#   check    ~1.3  ./dev/cuda/<family> check for adamw, adamw_exact, reduce, encoder,
-#                  vocab_parallel, classifier, matmul and layernorm: each checks the default and
-#                  its variant against the CPU twin (two programs at a time)
-#   time     ~3.7  d12, T 1024, bf16, -z 1, B 64 then B 16: the default, each variant alone, all
-#                  of them, all at -z 2 and -z 3, the default again (drift), all again at B 16;
+#   check    ~1.4  ./dev/cuda/<family> check for adamw, adamw_exact, reduce, encoder,
+#                  vocab_parallel, classifier, matmul, layernorm and attention: each checks the
+#                  default and its variant (attention: cuDNN's, and its determinism) against the
+#                  CPU twin (two programs at a time)
+#   time     ~4.3  d12, T 1024, bf16, -z 1, B 64 then B 16: the default, each variant alone, all
+#                  of them, all at -z 3 (and -z 2 at B 64), --attention cudnn alone and with all six,
+#                  the default again at B 64 (drift), all and cuDNN's again at B 16;
 #                  the bits: fused_optimizer and residual_ln must print the default's losses and
 #                  norms, device_loss its norms (its losses may move in the last digit), two runs
 #                  of the default and two of all the variants must be equal
 #   kernels  ~1.3  one d12 B 64 step under ncu (--clock-control none), each kernel family's time
-#                  per step, ours (default and all variants) beside llm.c's where the peers' cuDNN
+#                  per step, ours (default; all variants and cuDNN's attention) beside llm.c's where the peers' cuDNN
 #                  build exists (dev/kernel_table.py)
 #   peers    ~3.5  llm.c with cuDNN and torch.compile exactly as `dev/bench_gpu.sh peers` runs them
 #   table          printed last, always
@@ -51,6 +54,9 @@
 #                        it if the classifier is bound by them rather than its ~13 GB a step at B 64
 #   dbias_blocks         192 blocks for a 768-wide bias leave 132 SMs under two blocks each; 576 fill them
 #   all                  model: B 16 +4.0%, B 64 +1.5% (the model has no line for the last three)
+#   --attention cudnn    on one H200 our attention's fwd+bwd at B 8 took 306.6 us against 280.0 us
+#                        for PyTorch's SDPA on cuDNN (dev/gpu_notes.md, kernels): if ours runs as fast
+#                        as that, 12 layers x 8 x 26.6 us = -2.6 ms of a ~127 ms B 64 step (+2%)
 set -u
 cd "$(dirname "$0")/.."
 START=$(date +%s)
@@ -119,6 +125,9 @@ table_line() {
     local said=$(sed -nE 's/^variants on \(ZERO_VARIANTS\): (.*)/\1/p' "$OUT/runs/$1.log" | head -n 1)
     local want=${5:-}
     [ "$said" = "$want" ] || set -- "$1" "$2" "$3" "VARIANTS NOT ON (log says '${said}', wanted '$want'); $4"
+    # and a --attention cudnn run says so in its header (a build without cuDNN refuses the flag)
+    local cudnn_said=$(grep -c "^attention: cuDNN" "$OUT/runs/$1.log")
+    [ "$cudnn_said" = "$([[ $1 == *cudnn* ]] && echo 1 || echo 0)" ] || set -- "$1" "$2" "$3" "ATTENTION NOT AS NAMED; $4"
     printf "  %-36s %8s tok/s  %6s  MFU %5s%%  %s\n" "$2" "$t" "$(ratio "$t" "${b:-0}")" "$(mfu_of "$1")" "$4" >>"$TABLE"
 }
 
@@ -127,7 +136,7 @@ part_build() {
     local t0=$(date +%s) rc1 rc2
     make -j"$(nproc)" train_gpt2_zero >"$OUT/build.log" 2>&1 &
     local p1=$!
-    make -C dev/cuda -j"$(nproc)" adamw adamw_exact reduce encoder vocab_parallel classifier matmul layernorm \
+    make -C dev/cuda -j"$(nproc)" adamw adamw_exact reduce encoder vocab_parallel classifier matmul layernorm attention \
         >"$OUT/workbench_build.log" 2>&1 &
     local p2=$!
     wait $p1; rc1=$?
@@ -143,15 +152,16 @@ part_check() {
     : >"$OUT/checks.txt"
     check_one() {  # PROG: its check mode, under a timeout
         [ -x "dev/cuda/$1" ] || { echo "not built" >"$OUT/runs/check_$1.log"; echo 127 >"$OUT/runs/check_$1.rc"; return; }
-        (cd dev/cuda && timeout "${CHECK_TIMEOUT:-170}" "./$1" check >"$OUT/runs/check_$1.log" 2>&1
+        (cd dev/cuda && timeout "${CHECK_TIMEOUT:-170}" "./$1" check $([ $1 = attention ] && echo --check-determinism) \
+            >"$OUT/runs/check_$1.log" 2>&1
             echo $? >"$OUT/runs/check_$1.rc")
     }
     # two lanes: one program's CPU twin runs while the other's kernels do
-    (for p in adamw reduce classifier layernorm; do check_one $p; done) &
+    (for p in adamw reduce classifier layernorm attention; do check_one $p; done) &
     local lane=$!
     for p in encoder matmul vocab_parallel adamw_exact; do check_one $p; done
     wait $lane
-    for p in adamw adamw_exact reduce encoder vocab_parallel classifier matmul layernorm; do
+    for p in adamw adamw_exact reduce encoder vocab_parallel classifier matmul layernorm attention; do
         local rc=$(cat "$OUT/runs/check_$p.rc" 2>/dev/null || echo '?')
         local n=$(grep -cE '^  .*PASS$|^  .*FAIL$' "$OUT/runs/check_$p.log" 2>/dev/null)
         local bad=$(grep -E 'FAIL$' "$OUT/runs/check_$p.log" 2>/dev/null | head -n 3 | sed -E 's/ +/ /g' | cut -c 1-110)
@@ -172,9 +182,12 @@ part_time() {
         d12 "b${B}_default" "" -b $B -z 1
         for v in $SINGLES; do fits $per "B $B: $v" && d12 "b${B}_$v" "$v" -b $B -z 1; done
         fits $per "B $B: all" && d12 "b${B}_all" "$ALL" -b $B -z 1
-        for z in 2 3; do fits $per "B $B: all, -z $z" && d12 "b${B}_all_z$z" "$ALL" -b $B -z $z; done
-        fits $per "B $B: the default again" && d12 "b${B}_default_again" "" -b $B -z 1
+        for z in $([ $B = 64 ] && echo 2) 3; do fits $per "B $B: all, -z $z" && d12 "b${B}_all_z$z" "$ALL" -b $B -z $z; done
+        fits $per "B $B: --attention cudnn" && d12 "b${B}_cudnn" "" -b $B -z 1 --attention cudnn
+        fits $per "B $B: all, --attention cudnn" && d12 "b${B}_all_cudnn" "$ALL" -b $B -z 1 --attention cudnn
+        [ $B = 64 ] && fits $per "B 64: the default again" && d12 "b64_default_again" "" -b 64 -z 1
         [ $B = 16 ] && fits $per "B 16: all again" && d12 "b16_all_again" "$ALL" -b 16 -z 1
+        [ $B = 16 ] && fits $per "B 16: --attention cudnn again" && d12 "b16_cudnn_again" "" -b 16 -z 1 --attention cudnn
     done
 }
 
@@ -200,10 +213,22 @@ time_table() {
         done
         table_line "b${B}_all" "all six" "b${B}_default" "" "$ALL"
         for z in 2 3; do
+            [ -f "$OUT/runs/b${B}_all_z$z.log" ] || continue
             local t1=$(tokps_of "b${B}_all") tz=$(tokps_of "b${B}_all_z$z")
             table_line "b${B}_all_z$z" "all six, -z $z" "b${B}_default" \
                 "-z $z / -z 1 with all: $(ratio "${tz:-0}" "${t1:-0}") (target >= 0.97)" "$ALL"
         done
+        if [ -f "$OUT/runs/b${B}_cudnn.log" ]; then
+            table_line "b${B}_cudnn" "--attention cudnn" "b${B}_default" \
+                "other sums: losses within $(max_loss_gap "b${B}_default" "b${B}_cudnn") of the default"
+            local ta=$(tokps_of "b${B}_all") tac=$(tokps_of "b${B}_all_cudnn")
+            table_line "b${B}_all_cudnn" "all six, --attention cudnn" "b${B}_default" \
+                "/ all six with ours: $(ratio "${tac:-0}" "${ta:-0}")" "$ALL"
+        fi
+        if [ -f "$OUT/runs/b${B}_cudnn_again.log" ]; then
+            same "b${B}_cudnn" "b${B}_cudnn_again" && bits="bit-identical to the first" || bits="NOT bit-identical to the first"
+            table_line "b${B}_cudnn_again" "--attention cudnn again" "b${B}_default" "$bits"
+        fi
         if [ -f "$OUT/runs/b${B}_default_again.log" ]; then
             same "b${B}_default" "b${B}_default_again" && bits="bit-identical to the first" || bits="NOT bit-identical to the first"
             table_line "b${B}_default_again" "default again (drift)" "b${B}_default" "$bits"
@@ -224,12 +249,12 @@ part_kernels() {
     # three steps; dev/kernel_table.py keeps the launches from the second encoder backward to the third (the
     # second step's optimizer, then the third step up to its encoder backward: one whole step)
     local csvs=() names=() v
-    for v in default all; do
+    for v in default all_cudnn; do
         fits 40 "kernels ($v)" || continue
-        ZERO_VARIANTS=$([ $v = all ] && echo $ALL) timeout 150 ncu --clock-control none --cache-control none \
+        ZERO_VARIANTS=$([ $v = all_cudnn ] && echo $ALL) timeout 150 ncu --clock-control none --cache-control none \
             --metrics gpu__time_duration.sum --csv --print-units base --log-file "$OUT/ncu_ours_$v.csv" \
             ./train_gpt2_zero -e d12 -b 64 -t 1024 -p bf16 -x 3 -v 0 -s 0 -n -1 -i data/mobydick/mobydick_train.bin \
-            >"$OUT/ncu_ours_$v.log" 2>&1
+            $([ $v = all_cudnn ] && echo --attention cudnn) >"$OUT/ncu_ours_$v.log" 2>&1
         csvs+=("$OUT/ncu_ours_$v.csv") names+=("ours, $v")
     done
     local llmc_cudnn=.carry/llm.c/train_gpt2cu_cudnn
@@ -273,10 +298,11 @@ peers_table() {
     for B in 64 16; do
         l=$(eval echo "\${PEER_LLMC_B$B:-}") t=$(eval echo "\${PEER_TORCH_B$B:-}")
         [ -n "$l$t" ] || continue
-        ours=$(tokps_of "b${B}_default") all=$(tokps_of "b${B}_all")
+        ours=$(tokps_of "b${B}_default") all=$(tokps_of "b${B}_all") cud=$(tokps_of "b${B}_all_cudnn")
         echo "d12 B $B against the peers (target >= 1.05 of both): llm.c (cuDNN) ${l:-?} tok/s, torch.compile ${t:-?} tok/s" >>"$TABLE"
         echo "  default: $(ratio "${ours:-0}" "${l:-0}") of llm.c, $(ratio "${ours:-0}" "${t:-0}") of torch.compile;" \
-            "all six: $(ratio "${all:-0}" "${l:-0}") of llm.c, $(ratio "${all:-0}" "${t:-0}") of torch.compile" >>"$TABLE"
+            "all six: $(ratio "${all:-0}" "${l:-0}") of llm.c, $(ratio "${all:-0}" "${t:-0}") of torch.compile;" \
+            "all six + cuDNN's attention: $(ratio "${cud:-0}" "${l:-0}") of llm.c, $(ratio "${cud:-0}" "${t:-0}") of torch.compile" >>"$TABLE"
     done
 }
 

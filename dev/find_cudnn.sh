@@ -1,5 +1,6 @@
 #!/bin/sh
-# Find cuDNN for llm.c's USE_CUDNN=1 build (dev/bench_gpu.sh section `peers`).
+# Find cuDNN: for the trainer's --attention cudnn (the Makefile, dev/cuda/Makefile)
+# and for llm.c's USE_CUDNN=1 build (dev/bench_gpu.sh section `peers`).
 # Prints one line, "<include dir> <lib dir> <library file name>", or nothing
 # (exit 1) when no cuDNN is found. Search order:
 #   1. $CUDNN_HOME (include/ and lib/ or lib64/ under it)

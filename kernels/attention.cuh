@@ -21,6 +21,9 @@
 //
 // Every reduction happens in a fixed order, so all paths are bit-reproducible.
 //
+// (A third, cuDNN's fused flash attention through its graph API, is
+// kernels/attention_cudnn.cuh: the trainer's --attention cudnn.)
+//
 // The family in three headers, all included here:
 //   kernels/attention_common.cuh    what both directions share: PTX wrappers, mma
 //                                   fragments, tile loads and stores, the simple

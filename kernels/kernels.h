@@ -28,6 +28,7 @@
 #ifdef ZERO_CUDA
 #include "kernels/adamw.cuh"
 #include "kernels/attention.cuh"
+#include "kernels/attention_cudnn.cuh"
 #include "kernels/classifier.cuh"
 #include "kernels/encoder.cuh"
 #include "kernels/gelu.cuh"
@@ -176,7 +177,12 @@ void attention_forward(const KernelCtx& ctx, T* out /* (B,T,C) */, float* lse /*
                        const T* qkv /* (B,T,3C) */, int B, int T_, int C, int NH) {
     launch(ctx, "attention_fwd", sizeof(T), {B, T_, C, NH},
            {writes(out, (size_t)B * T_ * C), writes(lse, (size_t)B * NH * T_), reads(qkv, (size_t)B * T_ * 3 * C)},
-           [=] { ZERO_TWIN(attention_forward, out, lse, qkv, B, T_, C, NH); });
+           [=] {
+#ifdef ZERO_CUDNN
+               if (ctx.cudnn) return attention_cudnn_forward(ctx, out, lse, qkv, B, T_, C, NH);
+#endif
+               ZERO_TWIN(attention_forward, out, lse, qkv, B, T_, C, NH);
+           });
 }
 
 // dqkv overwritten
@@ -187,7 +193,12 @@ void attention_backward(const KernelCtx& ctx, T* dqkv /* (B,T,3C) */, const T* d
     launch(ctx, "attention_bwd", sizeof(T), {B, T_, C, NH},
            {writes(dqkv, (size_t)B * T_ * 3 * C), reads(dout, (size_t)B * T_ * C), reads(qkv, (size_t)B * T_ * 3 * C),
             reads(out, (size_t)B * T_ * C), reads(lse, (size_t)B * NH * T_)},
-           [=] { ZERO_TWIN(attention_backward, dqkv, dout, qkv, out, lse, B, T_, C, NH); });
+           [=] {
+#ifdef ZERO_CUDNN
+               if (ctx.cudnn) return attention_cudnn_backward(ctx, dqkv, dout, qkv, out, lse, B, T_, C, NH);
+#endif
+               ZERO_TWIN(attention_backward, dqkv, dout, qkv, out, lse, B, T_, C, NH);
+           });
 }
 
 // losses = cross-entropy per row; if dloss != 0 the logits become dlogits * dloss
@@ -357,33 +368,43 @@ inline void add_loss_sums(const KernelCtx& ctx, float* sums, const float* losses
 // The per-rank kernel context: its stream and, on the GPU, the library handles
 // and workspaces the kernels need, all from the rank's accounting allocator.
 
-// Bytes of kernel workspace for micro-batches of BT tokens (0 on the CPU build).
-inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads) {
+// Bytes of kernel workspace for micro-batches of BT tokens (0 on the CPU
+// build); cudnn_seq_len > 0: the attention is cuDNN's, on sequences of that length.
+inline size_t kernel_workspace_bytes(size_t BT, int channels, int num_heads, int cudnn_seq_len = 0) {
 #ifdef ZERO_CUDA
-    return CUBLASLT_WORKSPACE_BYTES + own_kernel_workspace_bytes(BT, channels, num_heads, encoder_split_run(),
-                                                                 variant_on(Variant::DbiasBlocks));
+    const size_t own = own_kernel_workspace_bytes(BT, channels, num_heads, encoder_split_run(),
+                                                  variant_on(Variant::DbiasBlocks));
+    const size_t cudnn = cudnn_seq_len > 0 ? attention_cudnn_workspace_bytes(BT / cudnn_seq_len, cudnn_seq_len, num_heads) : 0;
+    return CUBLASLT_WORKSPACE_BYTES + std::max(own, cudnn);
 #else
-    (void)BT, (void)channels, (void)num_heads;
+    (void)BT, (void)channels, (void)num_heads, (void)cudnn_seq_len;
     return 0;
 #endif
 }
 
-inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channels, int num_heads) {
+inline KernelCtx create_kernel_ctx(MemoryAccountant& mem, size_t BT, int channels, int num_heads,
+                                   int cudnn_seq_len = 0) {
     KernelCtx ctx{.stream = stream_create(Lane::Compute, "the compute stream")};
 #ifdef ZERO_CUDA
     if (!dry_recorder()) cublasCheck(cublasLtCreate(&ctx.lt));  // (a dry run launches nothing)
     ctx.lt_workspace_bytes = CUBLASLT_WORKSPACE_BYTES;
     ctx.lt_workspace =
         mem.allocate(ctx.lt_workspace_bytes, MemKind::Scratch, Arena::Device, "cublaslt_workspace", false);
-    ctx.workspace_bytes = kernel_workspace_bytes(BT, channels, num_heads) - CUBLASLT_WORKSPACE_BYTES;
+    ctx.workspace_bytes = kernel_workspace_bytes(BT, channels, num_heads, cudnn_seq_len) - CUBLASLT_WORKSPACE_BYTES;
     ctx.workspace = mem.allocate(ctx.workspace_bytes, MemKind::Scratch, Arena::Device, "kernel_workspace", false);
+#ifdef ZERO_CUDNN
+    if (cudnn_seq_len > 0 && !dry_recorder()) ctx.cudnn = new CudnnAttention();
+#endif
 #else
-    (void)mem, (void)BT, (void)channels, (void)num_heads;
+    (void)mem, (void)BT, (void)channels, (void)num_heads, (void)cudnn_seq_len;
 #endif
     return ctx;
 }
 
 inline void destroy_kernel_ctx(KernelCtx& ctx) {
+#ifdef ZERO_CUDNN
+    delete ctx.cudnn;
+#endif
 #ifdef ZERO_CUDA
     if (ctx.lt) cublasCheck(cublasLtDestroy(ctx.lt));
 #endif

@@ -7,6 +7,10 @@ set_tests_properties(gpu_kernels PROPERTIES TIMEOUT 3600)
 zero_script_test(NAME cuda_build COMMAND sh "${REPO_ROOT}/test/run_gpu_tests.sh" build LABELS build)
 set_tests_properties(cuda_build PROPERTIES TIMEOUT 1800)
 
+# cuDNN's attention graphs (--attention cudnn) as cuDNN checks them without a
+# GPU (needs nvcc and cuDNN, skipped without them).
+zero_script_test(NAME cudnn_graphs COMMAND sh "${REPO_ROOT}/test/run_gpu_tests.sh" cudnn LABELS build)
+
 # Whole training runs on the GPU against the CPU build: fp32/bf16 losses, stages
 # 0-3 at 1, 2, 4 emulated ranks, fp16 overflow and loss scaling.
 zero_script_test(NAME gpu_training COMMAND bash "${REPO_ROOT}/test/run_gpu_train_tests.sh" "${REPO_ROOT}" LABELS gpu)

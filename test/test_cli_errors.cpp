@@ -9,6 +9,8 @@
 //     without optimizer offload;
 //   * --offload_delay_steps: negative, without optimizer offload, with
 //     parameter offload;
+//   * --attention: a value other than own or cudnn, and cudnn in a build
+//     without cuDNN (the CPU build);
 //   * --predict on a missing or malformed profile, on no nodes, on several
 //     nodes of a profile without a network, with a tensor-parallel degree the
 //     cluster's devices do not divide; --calibrate into a profile from
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
     expect_error("-z 2 --offload_delay_steps 2", "--offload_delay_steps needs --offload_optimizer cpu");
     expect_error("-z 3 --offload_optimizer cpu --offload_param cpu --offload_delay_steps 2",
                  "--offload_delay_steps cannot be used with --offload_param cpu");
+    expect_error("--attention flash", "--attention must be own or cudnn (got 'flash')");
+    expect_error("--attention cudnn", "--attention cudnn: this build has no cuDNN");
     std::string trainer = trainer_from_args(argc, argv);
     const std::string spec = trainer.substr(0, trainer.rfind('/') + 1) + "zero/perf/profiles/v100_dgx2.json";
     expect_error("--predict " + dir + "/none.json", "none.json");

@@ -12,6 +12,11 @@
 //                          kernels (each checked against the default kernels first)
 //     --quick              skip the GPT-2-sized correctness cases (slow CPU reference)
 //
+// Built with cuDNN (dev/cuda/Makefile finds it as the trainer's Makefile does), it
+// checks and times cuDNN's fused attention (kernels/attention_cudnn.cuh, the
+// trainer's --attention cudnn) the same way, against the same CPU twin, beside ours;
+// and its determinism always (the trainer's runs are bit-identical with it too).
+//
 // 1. Correctness: random inputs (normal, never zeros), the CUDA kernels against the CPU
 //    twin, fp32 (the simple kernels; max|err| / max|ref| <= 1e-5) and bf16 / fp16 (the
 //    tensor-core kernels, and the simple ones for head sizes or alignments the
@@ -50,6 +55,7 @@
 
 #include "dev/cuda/common.h"
 #include "kernels/attention.cuh"
+#include "kernels/attention_cudnn.cuh"
 #include "kernels/cpu/attention.h"
 
 namespace {
@@ -147,8 +153,17 @@ struct Problem {
         cudaCheck(cudaMemset(d, 0xff, bytes));
         cudaCheck(cudaDeviceSynchronize());
     }
-    void forward(const KernelCtx& ctx) { attention_forward_cuda(ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C(), s.NH); }
+    // ours, or cuDNN's where the context has it
+    void forward(const KernelCtx& ctx) {
+#ifdef ZERO_CUDNN
+        if (ctx.cudnn) return attention_cudnn_forward(ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C(), s.NH);
+#endif
+        attention_forward_cuda(ctx, d_out, d_lse, d_qkv, s.B, s.T, s.C(), s.NH);
+    }
     void backward(const KernelCtx& ctx) {
+#ifdef ZERO_CUDNN
+        if (ctx.cudnn) return attention_cudnn_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C(), s.NH);
+#endif
         attention_backward_cuda(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, s.B, s.T, s.C(), s.NH);
     }
     template <typename U>
@@ -161,17 +176,29 @@ struct Problem {
 };
 
 // A kernel context whose workspace covers both the trainer's sizing
-// (own_kernel_workspace_bytes) and what the attention backward asks for.
+// (own_kernel_workspace_bytes) and what the attention backward asks for; with
+// `cudnn`, cuDNN's attention and the trainer's sizing of its workspace for the
+// largest shape.
 struct AttnCtx {
     KernelCtx ctx;
-    AttnCtx(size_t max_BT, int max_NH, int C) {
+    AttnCtx(Shape max, bool cudnn = false) {
+        const size_t BT = (size_t)max.B * max.T;
         ctx.stream = stream_create(Lane::Compute);
-        ctx.workspace_bytes =
-            std::max(own_kernel_workspace_bytes(max_BT, C, max_NH), attention_workspace_bytes(max_BT, max_NH));
+        ctx.workspace_bytes = std::max(own_kernel_workspace_bytes(BT, max.C(), max.NH), attention_workspace_bytes(BT, max.NH));
+#ifdef ZERO_CUDNN
+        if (cudnn) {
+            ctx.cudnn = new CudnnAttention();
+            ctx.workspace_bytes = std::max(ctx.workspace_bytes, attention_cudnn_workspace_bytes(max.B, max.T, max.NH));
+        }
+#endif
+        (void)cudnn;
         cudaCheck(cudaMalloc(&ctx.workspace, ctx.workspace_bytes));
     }
     ~AttnCtx() {
         cudaDeviceSynchronize();
+#ifdef ZERO_CUDNN
+        delete ctx.cudnn;
+#endif
         cudaFree(ctx.workspace);
         stream_destroy(ctx.stream);
     }
@@ -229,8 +256,8 @@ void check_case(Bench& b, const KernelCtx& ctx, const char* label, Shape s, floa
 
 // forward twice, then backward twice from the same out/lse: every bit the same
 template <typename T>
-void check_determinism(Bench& b, const KernelCtx& ctx, Shape s) {
-    const std::string tag = shape_str("[%s B=%d T=%d NH=%d hs=%d]", tname<T>(), s.B, s.T, s.NH, s.hs);
+void check_determinism(Bench& b, const KernelCtx& ctx, Shape s, const char* label = "") {
+    const std::string tag = shape_str("[%s%s B=%d T=%d NH=%d hs=%d]", label, tname<T>(), s.B, s.T, s.NH, s.hs);
     Problem<T> p(s, 1.0f, 99);
     p.poison_forward();
     p.forward(ctx);
@@ -283,10 +310,10 @@ void time_pair(Bench& b, cudaStream_t stream, const std::string& what, Shape s, 
 }
 
 template <typename T>
-void time_default(Bench& b, const KernelCtx& ctx, Shape s) {
+void time_default(Bench& b, const KernelCtx& ctx, Shape s, const char* label = "") {
     Problem<T> p(s, 1.0f, 7);
     p.forward(ctx);
-    const std::string what = shape_str("%s B=%d T=%d NH=%d hs=%d%s", tname<T>(), s.B, s.T, s.NH, s.hs,
+    const std::string what = shape_str("%s%s B=%d T=%d NH=%d hs=%d%s", label, tname<T>(), s.B, s.T, s.NH, s.hs,
                                        std::is_same<T, float>::value ? " (simple kernels)" : "");
     time_pair(b, ctx.stream, what, s, [&] { p.forward(ctx); }, [&] { p.backward(ctx); });
 }
@@ -363,7 +390,7 @@ int main(int argc, char** argv) {
 
     const Shape small{2, 100, 4, 64};   // ragged T
     const Shape gpt2{8, 1024, 12, 64};  // GPT-2 124M
-    AttnCtx actx((size_t)gpt2.B * gpt2.T, gpt2.NH, gpt2.C());
+    AttnCtx actx(gpt2);
     const KernelCtx& ctx = actx.ctx;
 
     check_case<float>(b, ctx, "small", small, 1.0f);
@@ -389,11 +416,33 @@ int main(int argc, char** argv) {
         check_determinism<f16>(b, ctx, gpt2);
         check_determinism<float>(b, ctx, gpt2);
     }
+#ifdef ZERO_CUDNN
+    // cuDNN's attention: the 16-bit cases its support takes (head sizes multiples of 8, aligned)
+    AttnCtx cudnn_actx(gpt2, true);
+    const KernelCtx& cudnn = cudnn_actx.ctx;
+    check_case<bf16>(b, cudnn, "cudnn small", small, 1.0f);
+    check_case<f16>(b, cudnn, "cudnn small", small, 1.0f);
+    check_case<bf16>(b, cudnn, "cudnn hs32", {1, 77, 2, 32}, 1.0f);
+    check_case<f16>(b, cudnn, "cudnn hs128", {2, 130, 2, 128}, 1.0f);
+    check_case<bf16>(b, cudnn, "cudnn hs48", {1, 70, 2, 48}, 1.0f);
+    check_case<bf16>(b, cudnn, "cudnn sharp", {1, 257, 2, 64}, 4.0f);
+    check_case<f16>(b, cudnn, "cudnn sharp", {1, 257, 2, 64}, 4.0f);
+    if (!quick) {
+        check_case<bf16>(b, cudnn, "cudnn gpt2", gpt2, 1.0f, {0, gpt2.B - 1});
+        check_case<f16>(b, cudnn, "cudnn gpt2", gpt2, 1.0f, {gpt2.B - 1});
+    }
+    check_determinism<bf16>(b, cudnn, gpt2, "cudnn ");
+    check_determinism<f16>(b, cudnn, gpt2, "cudnn ");
+#endif
     if (!b.check_only) {
         printf("timing, median of %d (cold: L2 flushed before each run; warm: back to back):\n", b.reps);
         time_default<bf16>(b, ctx, gpt2);
         time_default<f16>(b, ctx, gpt2);
         time_default<float>(b, ctx, gpt2);
+#ifdef ZERO_CUDNN
+        time_default<bf16>(b, cudnn, gpt2, "cuDNN ");
+        time_default<f16>(b, cudnn, gpt2, "cuDNN ");
+#endif
         if (do_sweep) sweep(b, ctx, gpt2);
     }
     return b.finish();

@@ -320,6 +320,8 @@ void host_work(const std::string& kind, long n, std::initializer_list<Access> ac
     perform(op, nullptr, fn);
 }
 
+struct CudnnAttention;  // kernels/attention_cudnn.cuh
+
 // What every kernel launch needs: where to run, and the per-rank handles and
 // scratch space of the libraries behind some kernels. One per rank, no globals.
 struct KernelCtx {
@@ -330,5 +332,6 @@ struct KernelCtx {
     size_t lt_workspace_bytes = 0;
     void* workspace = nullptr;       // scratch for our own kernels (e.g. encoder backward buckets)
     size_t workspace_bytes = 0;
+    CudnnAttention* cudnn = nullptr;  // --attention cudnn: its handle and plans; null: our own kernels
 #endif
 };

@@ -97,6 +97,9 @@ inline const std::vector<FlagSpec>& flag_specs() {
              "1: print this run's pipeline schedule (each stage's forwards and backwards, and the timeline) and exit"),
         flag("-p", "--precision", &O::precision,
              "fp32 | bf16 | fp16 compute, masters always fp32 (default: bf16 on the GPU, fp32 on the CPU build)"),
+        flag(nullptr, "--attention", &O::attention,
+             "own: our fused attention kernels; cudnn: cuDNN's fused flash attention (bf16/fp16; builds that found "
+             "cuDNN)"),
         flag("-r", "--recompute", &O::recompute,
              "activation recomputation: 0 none, 1 GELU, 2 whole block from its input"),
         flag(nullptr, "--offload_optimizer", &O::offload_optimizer,

@@ -49,6 +49,7 @@ struct TrainOptions {
     int pp_schedule_print = 0;         // 1: print the schedule and exit
     std::string precision;  // fp32 | bf16 | fp16; default: bf16 on the GPU, fp32 on the CPU build
     int recompute = 0;
+    std::string attention = "own";  // own | cudnn: our fused kernels, or cuDNN's (kernels/attention_cudnn.cuh)
     std::string offload_optimizer = "none";  // none | cpu | nvme
     // --offload_optimizer nvme: the states' directory, their share on disk (whole units, the rest in host
     // memory), and the disk pipeline's ring, I/O threads, request size and depth (DeepSpeed's buffer_count

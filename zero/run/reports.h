@@ -141,6 +141,7 @@ inline void print_run_header(const TrainOptions& o, const RunSetup& run, int tot
     }
     for (const std::string& line : {offload_grad_accum_text(o, run), offload_delay_text(run)})
         if (!line.empty()) printf("%s\n", line.c_str());
+    if (run.cudnn_attention) printf("attention: cuDNN's fused flash attention (--attention cudnn)\n");
     if (!variants_text().empty()) printf("variants on (ZERO_VARIANTS): %s\n", variants_text().c_str());
 }
 

@@ -59,6 +59,7 @@ struct RunSetup {
     size_t nvme_tile_numel = 0;  // elements of a tile
     bool offload_grad_accum_device = false;  // --offload_grad_accum device
     int offload_delay_steps = 0;             // --offload_delay_steps
+    bool cudnn_attention = false;            // --attention cudnn
     LaunchEnv launch;
 
     Grid3 grid() const { return Grid3{dp, tp, pp}; }
@@ -72,7 +73,8 @@ struct RunSetup {
                       .nvme_tile_numel = nvme_tile_numel, .offload_grad_accum_device = offload_grad_accum_device,
                       .offload_delay = offload_delay_steps > 0, .offload_activations = offload_activations,
                       .partition_activations = o.partition_activations != 0,
-                      .kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels, cfg.num_heads)};
+                      .kernel_workspace_bytes = kernel_workspace_bytes(o.micro_batch * o.seq_len, cfg.channels,
+                                                                       cfg.num_heads, cudnn_seq_len(o))};
         if (pp > 1) q.pp_stage = pipeline.range(stage), q.pp_layers = pipeline.layers;
         q.gpipe = schedule == PipelineSchedule::GPipe;
         return q;
@@ -86,6 +88,8 @@ struct RunSetup {
         return {.stage = o.zero_stage, .micro_steps = micro_steps, .offload = offload, .seed = o.seed,
                 .cpu_threads = cpu_threads_per_rank()};
     }
+    // kernel_workspace_bytes's and create_kernel_ctx's: the sequence length when the attention is cuDNN's, else 0
+    int cudnn_seq_len(const TrainOptions& o) const { return cudnn_attention ? o.seq_len : 0; }
     // the threads of this process, shared by the ranks it runs
     int cpu_threads_per_rank() const { return std::max(1, process_cpu_threads() / ranks_per_process); }
 };
@@ -303,6 +307,17 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
           "--partition_activations must be 0 or 1 (got %d)", o.partition_activations);
     CHECK(!r.offload_activations || o.recompute == 2,
           "--offload_activations 1 needs -r 2 (only each layer's input is kept, and that is what moves)");
+    CHECK(o.attention == "own" || o.attention == "cudnn", "--attention must be own or cudnn (got '%s')",
+          o.attention.c_str());
+    r.cudnn_attention = o.attention == "cudnn";
+#ifndef ZERO_CUDNN
+    CHECK(!r.cudnn_attention, "--attention cudnn: this build has no cuDNN (the Makefile looks for it with "
+                              "dev/find_cudnn.sh; set CUDNN_HOME and rebuild)");
+#endif
+    CHECK(!r.cudnn_attention || (r.dtype != DType::F32 && r.cfg.channels / r.cfg.num_heads % 8 == 0 &&
+                                 r.cfg.channels / r.cfg.num_heads <= 128),
+          "--attention cudnn needs -p bf16 or fp16 and a head size that is a multiple of 8, at most 128 (got %s, %d)",
+          dtype_name(r.dtype), r.cfg.channels / r.cfg.num_heads);
 
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
