@@ -196,8 +196,9 @@ Then run these groups in order. Each takes under 10 minutes on an H100
   group 7   bash dev/bench_gpu.sh homework scale llmc    1.5 + ~3 + 0.6
   group 8   bash dev/bench_gpu.sh nvme                   ~8: the disk, d48 on disk, the largest
                                                          with host + disk (the states need ~55 GiB free)
-  group 9   bash dev/bench_gpu.sh speed                  ~7.5: the speed variants (build 1.2, checks
-                                                         1.3, 23 timed d12 runs 3.5, ncu table 1.5)
+  group 9   bash dev/bench_gpu.sh speed                  ~8.2: the speed variants and cuDNN's attention
+                                                         (build 1.2, checks 1.4, 26 timed d12 runs 4.3,
+                                                         ncu table 1.3)
 `bash dev/bench_gpu_group.sh N` runs group N under one time limit (LIMIT seconds,
 default 560; the preflight first where nothing is built yet), then `pack`, and
 prints the summary: $OUT/summary.txt, each group's logs in $OUT/logs_*.tgz (OUT
@@ -413,6 +414,8 @@ largest)
         if [ "$best" -gt 0 ]; then
             STEPS=20 RUN_TIMEOUT=420 train "largest_${tag}_L${best}" -e "L=$best,H=32,C=4096" -b 1 -t 1024 -p bf16 "$@"
             row "largest $tag" "L=$best ($(awk -v l="$best" 'BEGIN { printf "%.2fB", (12 * l * 4096 * 4096 + 51328 * 4096) / 1e9 }') parameters)"
+        else  # (a refused flag exits as "does not fit" does: say which)
+            row "largest $tag" "nothing fits: $(./train_gpt2_zero -e L=2,H=32,C=4096 -b 1 -t 1024 -p bf16 "$@" --estimate 1 2>&1 | grep -m 1 -i error | cut -c 1-110)"
         fi
     }
     largest no_offload -z 3 -r 2
@@ -455,6 +458,9 @@ nvme)
         STEPS=5 RUN_TIMEOUT=540 train "largest_nvme_L${best}" -e "L=$best,H=32,C=4096" -b 1 -t 1024 -p bf16 -z 3 -r 2 \
             --offload_optimizer nvme --nvme_path "$NV" --offload_grad_accum device --nvme_fraction "$F"
         row "largest host + disk" "L=$best, --nvme_fraction $F ($(awk -v l="$best" 'BEGIN { printf "%.2fB", (12 * l * 4096 * 4096 + 51328 * 4096) / 1e9 }') parameters; goal >= 12B)"
+    else
+        row "largest host + disk" "nothing fits at L 32: $(./train_gpt2_zero -e L=32,H=32,C=4096 -b 1 -t 1024 -p bf16 -z 3 -r 2 \
+            --offload_optimizer nvme --nvme_path "$NV" --offload_grad_accum device --estimate 1 2>&1 | grep -m 1 -i error | cut -c 1-100)"
     fi
     rm -rf "$NV"
     ;;
