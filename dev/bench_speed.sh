@@ -71,6 +71,11 @@ TABLE=$OUT/table.txt
 : >"$TABLE"
 # the peers' functions (and row, train's helpers): dev/bench_gpu.sh, sourced without running anything
 BENCH_GPU_FUNCTIONS_ONLY=1 . dev/bench_gpu.sh
+# cuDNN's library folder on the loader's path (cuDNN opens its engine libraries by name), for
+# --attention cudnn and the attention workbench
+if found=$(sh dev/find_cudnn.sh "${CUDA_HOME:-/usr/local/cuda}" 2>/dev/null); then
+    export LD_LIBRARY_PATH="$(echo "$found" | awk '{print $2}')${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 ALL=fused_optimizer,residual_ln,device_loss,encoder_split,fast_exp_classifier,dbias_blocks
 SINGLES="fused_optimizer residual_ln device_loss encoder_split fast_exp_classifier dbias_blocks"

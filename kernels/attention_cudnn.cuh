@@ -2,12 +2,12 @@
 // cudnn), with the semantics of kernels/attention.cuh: qkv (B, T, 3C) in; out
 // (B, T, C) and lse (B, NH, T), the natural log-sum-exp of each row's scaled
 // causal scores, out; the backward overwrites dqkv. bf16 and fp16 only. Built
-// where the Makefile finds cuDNN (dev/find_cudnn.sh defines ZERO_CUDNN).
+// where dev/find_cudnn.sh finds cuDNN (the Makefile then defines ZERO_CUDNN).
 //
 // Written against cuDNN's backend API (cudnn_graph.h) rather than its C++
-// frontend: cuDNN itself is then all it needs, and the graph below is the
-// whole of what the frontend would build for this case, in a form a reader can
-// follow op by op. cuDNN recognises the graph as attention and runs it as one
+// frontend: cuDNN itself is then all it needs, and the graphs below are the
+// operations the frontend would build for this case, one by one, for a reader
+// to follow. cuDNN recognises the graph as attention and runs it as one
 // fused kernel (its runtime-fusion engines); the heads are read in place from
 // qkv through strides, so nothing is permuted. The graphs, with S the (T, T)
 // scores of one head, never stored:
@@ -59,7 +59,8 @@ inline void check(cudnnStatus_t status, const char* what) {
     if (status == CUDNN_STATUS_SUCCESS) return;
     char detail[512] = "";
     cudnnGetLastErrorString(detail, sizeof(detail));
-    fail("cuDNN attention: %s: %s%s%s", what, cudnnGetErrorString(status), detail[0] ? ": " : "", detail);
+    fail("cuDNN attention: %s: %s%s%s%s", what, cudnnGetErrorString(status), detail[0] ? ": " : "", detail,
+         status == CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED ? " (put cuDNN's library folder on LD_LIBRARY_PATH)" : "");
 }
 
 // One backend descriptor: attributes set, then finalized; destroyed with its owner.
