@@ -12,7 +12,6 @@
 //   zero/layout/shard_plan.h    the offset arithmetic behind all of it
 //   zero/run/dry_run.h          the same step recorded instead of run: memory and step time at any scale
 #include <algorithm>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <memory>

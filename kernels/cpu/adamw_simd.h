@@ -106,13 +106,12 @@ void cpu_relax();
 
 // The building blocks of one vector path (AVX2 or AVX512, which this CPU must
 // have) on whole arrays, for the tests, which check each against its scalar
-// twin: n is a multiple of vector_width(isa).
-int vector_width(CpuIsa isa);
+// twin: n is a multiple of the path's lanes (16 for AVX512, 8 for AVX2).
 // fp16 with round to nearest even, NaN -> sign | 0x7e00 (float_to_half_bits)
 void vector_to_f16(CpuIsa isa, const float* x, uint16_t* out, size_t n);
 // bf16_from_float_stochastic(x[i], rnd[i])
 void vector_bf16_stochastic(CpuIsa isa, const float* x, const uint32_t* rnd, uint16_t* out, size_t n);
-// rounding_bits(seed, idx + lane) for the vector_width(isa) lanes of one vector
+// rounding_bits(seed, idx + lane) for the lanes of one vector
 void vector_rounding_bits(CpuIsa isa, uint64_t seed, uint64_t idx, uint32_t* out);
 
 }  // namespace cpu_adamw_detail

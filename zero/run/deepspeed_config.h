@@ -1,13 +1,9 @@
 // DeepSpeed-style JSON configuration: `--deepspeed_config ds.json` sets the
 // options a DeepSpeed user would put in their config file, as DeepSpeed reads it.
 //
-// One rule for the flags around it: the file, where it stands on the command
-// line, sets every option it governs, by its key or, where the key or section is
-// absent, by DeepSpeed's default (stage 0 and no offload, fp32 unless bf16 or fp16
-// is enabled, no clipping, no schedule: the lr throughout); flags after it
-// override it. What DeepSpeed takes from the training script instead stays as the
-// flags say: the optimizer (-l, -c, betas, eps) without an optimizer section, the
-// batch (-b, -d) without batch keys. The mapping:
+// Where the file stands on the command line it sets every option it governs,
+// by its key or DeepSpeed's default; flags after it override it (README.md,
+// "DeepSpeed configs", has the rule and where this reader differs). The mapping:
 //
 //   train_micro_batch_size_per_gpu            -b
 //   gradient_accumulation_steps, train_batch_size
@@ -49,15 +45,9 @@
 //   activation_checkpointing.partition_activations
 //                                             --partition_activations
 //
-// Unknown keys as DeepSpeed treats them: its checked sections (zero_optimization
-// and its offload sections; the optimizer's and scheduler's params, keyword
-// arguments) refuse them and negative sizes, naming a known key a typo away;
-// elsewhere it ignores them, as does this reader, with a note. Known keys with no
-// use here (deepspeed_keys.cpp says why) and "auto" values (Hugging Face's: keep
-// this trainer's value) are a folded note each; a note that changes the run is a
-// line. A value this trainer cannot honour (Lamb, amsgrad, OneCycle, ...) or of the
-// wrong JSON type is a one-line error naming the key. The file may have comments
-// and trailing commas, as DeepSpeed's hjson reader takes them; at most 1 MiB.
+// Unknown keys: refused where DeepSpeed refuses them, else a note (Section::finish
+// in deepspeed_config.cpp); a value this trainer cannot honour, or of the wrong
+// JSON type, is a one-line error naming the key.
 #pragma once
 
 #include <string>
@@ -87,7 +77,3 @@ long deepspeed_total_batch(int gradient_accumulation_steps, long train_batch_siz
 // / world. The result is set as -b and -d (tokens per step); anything that does
 // not divide is a one-line error quoting the rule.
 void resolve_deepspeed_batch(TrainOptions& o, int world);
-
-// The mapping is implemented in zero/run/deepspeed_config.cpp, with the table of
-// known keys in zero/run/deepspeed_keys.cpp and the batch rules in
-// zero/run/deepspeed_batch.cpp (compiled once).
