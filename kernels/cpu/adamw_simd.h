@@ -41,36 +41,24 @@
 // (IEEE: subnormals, overflow to inf), NaN canonicalised to sign|0x7e00 as
 // float_to_half_bits does; fp32 copied.
 //
-// Threads. The calling thread takes part; num_threads - 1 workers live in a
-// pool created once, each pinned to one core. n is cut into contiguous chunks
-// (about 4 per participant, none shorter than min_per_thread() elements, edges
-// on 64-byte lines of `master`) that the caller and the workers claim with an
-// atomic compare-and-swap, so whoever is running does the work: a worker the
-// OS has not scheduled yet (oversubscribed machines, emulated ranks) delays the
-// call by at most the chunk it already holds. Calls shorter than 2 x min_per_thread() run on the caller alone,
-// with no hand-off at all. Workers spin briefly after a call (consecutive calls
-// of one optimizer step find them awake), then sleep on a condition variable.
-// Workers run the chunks with the caller's MXCSR (rounding, denormal modes).
-// Cores: an explicit list (cores[0] is nominally the calling thread's and is
-// not re-pinned, cores[1..] are the workers'; used cyclically if short), or by
-// default the next num_threads cores of a process-wide cursor over the CPUs
-// this process may use (sched_getaffinity), first one hardware thread of each
-// physical core, then the SMT siblings: several emulated ranks that each own a
-// CpuAdamW in one process therefore get disjoint cores until they run out.
-// Results never depend on the thread count, the chunking or the pinning.
+// Threads. The caller and num_threads - 1 pooled workers, each pinned to one
+// core, claim contiguous chunks of n (about 4 per participant, none under
+// min_per_thread(), edges on 64-byte lines of `master`) by compare-and-swap, so
+// whoever runs does the work: a worker the OS has not scheduled yet delays the
+// call by at most the chunk it holds. Calls under 2 x min_per_thread() run on
+// the caller alone. Workers spin briefly after a call (one optimizer step's
+// calls find them awake), then sleep, and run with the caller's MXCSR. Cores:
+// an explicit list (cores[0] the caller's, not re-pinned; used cyclically), or
+// the next num_threads of a process-wide cursor over the allowed CPUs, one
+// hardware thread per physical core first, so emulated ranks' optimizers get
+// disjoint cores while there are enough. Results never depend on the threads,
+// the chunking or the pinning.
 //
-// Memory: each element is touched once (master, m, v read and written, grad
-// read, copy written: 28 B per parameter for bf16/bf16). Calls of at least
-// set_streaming_threshold() elements (default 1M) write the copy with
-// non-temporal stores, saving the read-for-ownership of a write-only buffer.
-// dev/bench_cpu_adamw.cpp measures the throughput against the machine's copy
-// bandwidth.
-//
-// A CpuAdamW is not re-entrant: one step() at a time per object.
-//
-// The definitions are in kernels/cpu/adamw_simd.cpp (the two vector paths are
-// one body over an ISA trait: kernels/cpu/adamw_simd_body.inc); step() is
-// instantiated there for every (grad, param) pair of float, bf16 and f16.
+// Memory: each element is touched once (28 B per parameter for bf16/bf16);
+// calls of at least set_streaming_threshold() elements (default 1M) write the
+// copy with non-temporal stores (dev/bench_cpu_adamw.cpp measures it). One
+// step() at a time per object. Definitions: adamw_simd.cpp, its vector paths one
+// body over an ISA trait (adamw_simd_body.inc).
 #pragma once
 
 #include <atomic>
