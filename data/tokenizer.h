@@ -63,7 +63,6 @@ struct Tokenizer {
               size - (size_t)end, vocab_size);
     }
 
-    bool loaded() const { return vocab_size > 0; }
 
     // The raw bytes of token `id`. Ids outside [0, vocab_size) -- e.g. the padding
     // rows of a padded embedding table -- decode to the empty string, so printing a

@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -404,8 +403,6 @@ bool spin_should_sleep(unsigned it, std::chrono::steady_clock::time_point t0, in
 
 // ---------------------------------------------------------------------------
 // The building blocks for the tests
-
-int vector_width(CpuIsa isa) { return isa == CpuIsa::AVX512 ? 16 : isa == CpuIsa::AVX2 ? 8 : 1; }
 
 // The vector ISA a test asked for, checked: AVX2 or AVX512, and on this CPU.
 static CpuIsa vector_isa(CpuIsa isa, const char* what) {

@@ -41,36 +41,24 @@
 // (IEEE: subnormals, overflow to inf), NaN canonicalised to sign|0x7e00 as
 // float_to_half_bits does; fp32 copied.
 //
-// Threads. The calling thread takes part; num_threads - 1 workers live in a
-// pool created once, each pinned to one core. n is cut into contiguous chunks
-// (about 4 per participant, none shorter than min_per_thread() elements, edges
-// on 64-byte lines of `master`) that the caller and the workers claim with an
-// atomic compare-and-swap, so whoever is running does the work: a worker the
-// OS has not scheduled yet (oversubscribed machines, emulated ranks) delays the
-// call by at most the chunk it already holds. Calls shorter than 2 x min_per_thread() run on the caller alone,
-// with no hand-off at all. Workers spin briefly after a call (consecutive calls
-// of one optimizer step find them awake), then sleep on a condition variable.
-// Workers run the chunks with the caller's MXCSR (rounding, denormal modes).
-// Cores: an explicit list (cores[0] is nominally the calling thread's and is
-// not re-pinned, cores[1..] are the workers'; used cyclically if short), or by
-// default the next num_threads cores of a process-wide cursor over the CPUs
-// this process may use (sched_getaffinity), first one hardware thread of each
-// physical core, then the SMT siblings: several emulated ranks that each own a
-// CpuAdamW in one process therefore get disjoint cores until they run out.
-// Results never depend on the thread count, the chunking or the pinning.
+// Threads. The caller and num_threads - 1 pooled workers, each pinned to one
+// core, claim contiguous chunks of n (about 4 per participant, none under
+// min_per_thread(), edges on 64-byte lines of `master`) by compare-and-swap, so
+// whoever runs does the work: a worker the OS has not scheduled yet delays the
+// call by at most the chunk it holds. Calls under 2 x min_per_thread() run on
+// the caller alone. Workers spin briefly after a call (one optimizer step's
+// calls find them awake), then sleep, and run with the caller's MXCSR. Cores:
+// an explicit list (cores[0] the caller's, not re-pinned; used cyclically), or
+// the next num_threads of a process-wide cursor over the allowed CPUs, one
+// hardware thread per physical core first, so emulated ranks' optimizers get
+// disjoint cores while there are enough. Results never depend on the threads,
+// the chunking or the pinning.
 //
-// Memory: each element is touched once (master, m, v read and written, grad
-// read, copy written: 28 B per parameter for bf16/bf16). Calls of at least
-// set_streaming_threshold() elements (default 1M) write the copy with
-// non-temporal stores, saving the read-for-ownership of a write-only buffer.
-// dev/bench_cpu_adamw.cpp measures the throughput against the machine's copy
-// bandwidth.
-//
-// A CpuAdamW is not re-entrant: one step() at a time per object.
-//
-// The definitions are in kernels/cpu/adamw_simd.cpp (the two vector paths are
-// one body over an ISA trait: kernels/cpu/adamw_simd_body.inc); step() is
-// instantiated there for every (grad, param) pair of float, bf16 and f16.
+// Memory: each element is touched once (28 B per parameter for bf16/bf16);
+// calls of at least set_streaming_threshold() elements (default 1M) write the
+// copy with non-temporal stores (dev/bench_cpu_adamw.cpp measures it). One
+// step() at a time per object. Definitions: adamw_simd.cpp, its vector paths one
+// body over an ISA trait (adamw_simd_body.inc).
 #pragma once
 
 #include <atomic>
@@ -106,13 +94,12 @@ void cpu_relax();
 
 // The building blocks of one vector path (AVX2 or AVX512, which this CPU must
 // have) on whole arrays, for the tests, which check each against its scalar
-// twin: n is a multiple of vector_width(isa).
-int vector_width(CpuIsa isa);
+// twin: n is a multiple of the path's lanes (16 for AVX512, 8 for AVX2).
 // fp16 with round to nearest even, NaN -> sign | 0x7e00 (float_to_half_bits)
 void vector_to_f16(CpuIsa isa, const float* x, uint16_t* out, size_t n);
 // bf16_from_float_stochastic(x[i], rnd[i])
 void vector_bf16_stochastic(CpuIsa isa, const float* x, const uint32_t* rnd, uint16_t* out, size_t n);
-// rounding_bits(seed, idx + lane) for the vector_width(isa) lanes of one vector
+// rounding_bits(seed, idx + lane) for the lanes of one vector
 void vector_rounding_bits(CpuIsa isa, uint64_t seed, uint64_t idx, uint32_t* out);
 
 }  // namespace cpu_adamw_detail

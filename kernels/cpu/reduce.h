@@ -2,7 +2,6 @@
 // emulated collectives), casts, accumulation into gradient slices, sum of squares.
 #pragma once
 
-#include <cmath>
 #include <algorithm>
 #include <cstddef>
 #include <vector>

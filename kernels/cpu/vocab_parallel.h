@@ -5,7 +5,6 @@
 // (zero/model/vocab_parallel.h).
 #pragma once
 
-#include <algorithm>
 #include <cmath>
 #include <vector>
 

@@ -144,9 +144,3 @@ template <> HD bf16 from_float<bf16>(float x) {
 #endif
 }
 template <> HD f16 from_float<f16>(float x) { return f16_from_float(x); }
-
-// The largest finite value of each dtype (for overflow checks in tests).
-template <typename T> constexpr float dtype_max();
-template <> constexpr float dtype_max<float>() { return 3.402823466e38f; }
-template <> constexpr float dtype_max<bf16>() { return 3.38953139e38f; }
-template <> constexpr float dtype_max<f16>() { return 65504.0f; }

@@ -1,20 +1,11 @@
-// The step as a list of operations (why: zero/README.md, "The dry run").
-// While a thread has an OpRecorder (tl_recorder), every kernel launch, copy,
+// The step as a list of operations (why: zero/README.md, "The dry run"). While
+// a thread has an OpRecorder (tl_recorder), every kernel launch, copy,
 // collective, send, receive, piece of host work, host wait and disk transfer
-// is recorded here -- its kind and shape, the lane it runs on, the events it
-// waits for -- in one of two ways:
-//
-//   Recording::Dry      nothing runs, and the accountant hands out addresses
-//                       that hold nothing: the trainer's own step at any
-//                       scale, which the step-time model (zero/perf/) times
-//                       and whose memory is the rank's;
-//   Recording::Capture  every op runs as it is recorded, and each kernel,
-//                       copy and piece of host work keeps a closure that runs
-//                       it again, for --calibrate to time it alone
-//                       (zero/run/calibration.h).
-//
-// Both go through the same calls, so a capture's list is the dry run's, entry
-// by entry (test perf_trace holds them to it).
+// is recorded here, its kind, shape, lane and the events it waits for, either
+// with nothing run (Recording::Dry: the accountant's addresses hold nothing)
+// or as it runs (Recording::Capture: each kernel, copy and piece of host work
+// keeps a closure that --calibrate runs again alone, zero/run/calibration.h).
+// Both go through the same calls (test perf_trace holds them to each other).
 //
 // Lanes are a rank's compute stream, its comm stream, its own thread (host),
 // its host-task worker, its delayed-update thread and its disk I/O threads

@@ -2,20 +2,17 @@
 // stream order held on the CPU, and released memory poisoned (why:
 // zero/README.md, "Streams and events").
 //
-// Agents are a rank's streams, its thread and its host-task workers; each has
-// a vector clock, ticked by every operation it runs and joined along the
-// edges a GPU has: an operation the thread issues comes after everything the
-// thread did before; a stream that waits on an event, or a thread that
-// synchronises one, comes after everything before the event's record; a host
-// task starts after its event and its submitter's past, and only wait() or
-// drain() orders a thread after it. Every kernel (kernels/kernels.h), copy
-// (backend.h), collective and send (the comms) and the engine's host work
-// names the ranges it reads and writes; a write conflicts with any access,
-// a read with a write, and a conflicting pair on two agents with no such
-// chain between them fails the run, naming both. Released memory (the
-// accountant's set_live(false)) is filled with 0xFF bytes, a NaN in fp32, bf16
-// and fp16. Only the accountant's buffers (and those named with track()) are
-// watched, each by its own rank's checker: peers' buffers inside the emulated
+// Agents are a rank's streams, its thread and its host-task workers, each with
+// a vector clock joined along the edges a GPU has: the thread's issue order, a
+// stream's wait or a thread's sync on an event (after its record), a host task
+// after its event and its submitter's past, ordered before the thread only by
+// wait() or drain(). Every kernel, copy, collective, send and piece of the
+// engine's host work names the ranges it reads and writes; a write conflicts
+// with any access, a read with a write, and a conflicting pair on two agents
+// with no chain between them fails the run, naming both. Released memory
+// (set_live(false)) is filled with 0xFF bytes, a NaN in fp32, bf16 and fp16.
+// Only the accountant's buffers (and those named with track()) are watched,
+// each by its own rank's checker: peers' buffers inside the emulated
 // collectives are the collectives' business, tested apart.
 #pragma once
 

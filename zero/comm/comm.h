@@ -51,8 +51,6 @@ class Comm {
     CommStats stats;
     std::string group_name = "world";  // its recorded ops' group
 
-    virtual const char* backend_name() const = 0;
-
     // Each call below is an op of the step (zero/base/ops.h): checked in
     // checking mode, recorded when the thread records, counted, and run by
     // the backend (run_*) unless this is a dry run's group. One rank alone

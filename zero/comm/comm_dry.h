@@ -14,7 +14,6 @@
 class DryComm : public Comm {
   public:
     DryComm(int rank_, int world_) : Comm(rank_, world_) {}
-    const char* backend_name() const override { return "dry"; }
     bool dry() const override { return true; }
     void barrier() override {}
     std::unique_ptr<Comm> split(int, int) override {

@@ -108,7 +108,6 @@ class EmulatedComm : public Comm {
         event_destroy(shared.ready[rank]);
         event_destroy(shared.done[rank]);
     }
-    const char* backend_name() const override { return "emulated"; }
 
   protected:
     void run_all_reduce_sum(void* buf, size_t count, DType dt, Stream s) override {

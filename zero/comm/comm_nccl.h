@@ -102,8 +102,6 @@ class NcclComm : public Comm {
     NcclComm(const NcclComm&) = delete;
     NcclComm& operator=(const NcclComm&) = delete;
 
-    const char* backend_name() const override { return "nccl"; }
-
     // Every rank has got here (a host barrier; the GPUs' queued work is not waited for).
     void barrier() override {
         ordered(internal);

@@ -8,16 +8,11 @@
 //         MANIFEST                 the run's identity and every file's size and checksum
 //                                  (zero/engine/checkpoint_manifest.h)
 //
-// Written whole or not at all and verified before a resume loads a byte
-// (zero/README.md, "Checkpoints"; the names, verification and publication are
-// zero/engine/checkpoint_dir.h's). Rank r = (s*d + dp)*t + tp (pipeline stage
-// s, data rank dp, tensor rank tp of a t x d grid) holds in its optimizer file,
-// unit by unit, slice dp of its t-local unit under the d-rank plan of its data
-// group, whatever its ZeRO stage; loading re-slices through the full tensors
-// (zero/layout/checkpoint_reslice.h), so a run resumes on any grid, number of
-// pipeline stages or ZeRO stage. Sequence parallelism holds no state of its
-// own and is not recorded; a pipeline's last stage also writes its copy of the
-// embeddings, never read back (the first stage's is the one).
+// Written whole or not at all, verified before a resume loads a byte, and
+// re-sliced through the full tensors on any other grid or stage (zero/README.md,
+// "Checkpoints"; checkpoint_dir.h names and publishes, checkpoint_reslice.h maps).
+// Sequence parallelism holds no state and is not recorded; a pipeline's last
+// stage also writes its copy of the embeddings, never read back.
 #pragma once
 
 #include <algorithm>

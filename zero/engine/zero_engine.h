@@ -1,17 +1,10 @@
 // The ZeRO engine of one rank: which parameter, gradient and optimizer bytes
 // it keeps, and which collective moves which range when. The model calls its
-// hooks around each unit (acquire_params / release_params, acquire_grads /
-// grads_done) and step() once per optimizer step; the stage decides what they
-// do, as offset arithmetic on the ShardPlan (zero/README.md: "Units, slices,
-// pieces", "A worked example" with its table of what each stage keeps, "The hooks").
-//
-// Stages 0-1 reduce at the last micro-step, 2-3 at every one (reduce_unit);
-// stages 1-2 all-gather each updated slice after the step, stage 3 gathers
-// each unit before its forward and its backward (gather_params). Optimizer
-// and parameter offload are offload.h's; the engine calls it where a slice
-// reaches the host or leaves it. Tensor groups enter only at the initial
-// values and the norm; pipeline stages at the norm, the rounding keys and the
-// tied embeddings (zero/README.md, "Two slicings", "Pipeline stages").
+// hooks around each unit and step() once per optimizer step; the stage decides
+// what they do, as offset arithmetic on the ShardPlan (zero/README.md: "A worked
+// example", "The hooks", "Where it happens"). Offload is offload.h's; tensor
+// groups enter only at the initial values and the norm, pipeline stages at the
+// norm, the rounding keys and the tied embeddings ("Two slicings", "Pipeline stages").
 #pragma once
 
 #include <cmath>

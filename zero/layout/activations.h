@@ -13,25 +13,14 @@
 // and back up before its layer's recomputation.
 //
 // With tensor parallelism (tp > 1, zero/layout/tp_plan.h) a rank holds its
-// heads' qkv, attention output and statistics, its part of the MLP's hidden
-// features and its vocabulary columns of the logits (the "(..., 3C)" buffers
-// below are then 3C/tp wide, and so on); the residual stream, the layernorms
-// and the projections' outputs are whole on every rank of the group.
-//
-// With sequence parallelism as well (sp), the residual stream is cut by rows
-// too: a rank holds BT/tp consecutive rows of the flattened (B*T) tokens of
-// the embeddings, every layer's residual2 and output, and the layernorms'
-// statistics. The layernorm outputs that feed a column-parallel layer (ln1,
-// ln2, lnf) are kept whole, as all-gathered for the matmul, and a rank writes
-// its rows of them at their place (row tp_rank*BT/tp) before the gather.
-//
-// ZeRO-R's partitioned activation checkpoints (Pa, unless turned off: the
-// baseline ZeRO's paper compares with): with tensor parallelism and
-// recompute 2 (and no sp, whose layer outputs are cut already), a rank keeps
-// only its BT/tp rows of each layer output it saves for backward (on the host
-// with offload_outputs: Pa+cpu); the device holds two whole outputs cycling,
-// as with offload, and the model all-gathers a layer's input from the group's
-// rows before recomputing it.
+// heads' and hidden features' part of the split buffers (the "(..., 3C)"
+// buffers below are then 3C/tp wide, and so on) and its vocabulary columns of
+// the logits; with sp, BT/tp rows of the residual stream and the layernorms'
+// statistics, while ln1, ln2 and lnf, which feed a column-parallel matmul, stay
+// whole (a rank writes its rows at row tp_rank*BT/tp before the all-gather).
+// With Pa (`partitioned`) a rank keeps only its BT/tp rows of each saved layer
+// output, and the device's two whole outputs cycle as with offload (zero/README.md,
+// "Two slicings").
 //
 // A pipeline stage (StageRange) holds its own layers' buffers; `encoded` is
 // its input (the embeddings on the first stage, the previous stage's output

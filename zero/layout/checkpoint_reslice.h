@@ -2,18 +2,13 @@
 // another grid. Pure and host-only, like the shard plan and the tensor-parallel
 // plan it composes.
 //
-// A checkpoint written by a t x d grid holds one optimizer file per rank
-// (dp, tp), file number dp*t + tp: unit by unit, slice dp of the t-local unit
-// under the d-rank shard plan of the t-local layout. The full fp32 tensor is
-// the common ground between two grids: an element of the new rank's t'-local
-// unit u is an element of a full tensor (tp_for_each_run of the new layout),
-// which old tensor rank p holds at some local offset (tp_locate of the old
-// layout; replicated tensors are read from p = 0, all copies being equal), and
-// that offset falls in old data rank k's slice of the old t-local unit (the
-// old shard plan). Sequence parallelism changes no parameter or optimizer
-// value, so it is no part of a checkpoint's grid. Pipeline stages only number
-// the units locally: a unit of the whole model is read from the stage of the
-// old grid that held it (the embeddings from the first stage).
+// File dp*t + tp of a t x d grid holds slice dp of each t-local unit. An
+// element of the new rank's unit is an element of a full tensor
+// (tp_for_each_run of the new layout), held by old tensor rank p at some local
+// offset (tp_locate; replicated tensors from p = 0), in old data rank k's slice
+// (the old shard plan). Sequence parallelism is no part of a checkpoint's grid;
+// a whole-model unit is read from the old stage that held it (zero/README.md,
+// "Checkpoints").
 #pragma once
 
 #include <algorithm>

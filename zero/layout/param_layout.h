@@ -8,20 +8,12 @@
 //     tensor for every layer in turn (ln1w of layers 0..L-1, ln1b of ...), then
 //     lnfw, lnfb. Loading or saving a file is a permutation between the two.
 //
-// With tensor parallelism (t > 1) a layout describes one tensor-parallel
-// rank's part of the model: numel(t) and the units are t-local (QKV and fc cut
-// by output rows, the projections by input columns, wte by vocabulary rows;
-// tp_shape() says which), while the file order and num_parameters() stay those
-// of the full model. zero/layout/tp_plan.h maps local elements to full ones.
-//
-// With pipeline parallelism a layout describes one stage (StageRange,
-// zero/layout/pipeline_plan.h): its units are numbered locally, in the whole
-// model's order, [embeddings] [its layers] [final layernorm]: the first stage
-// starts with the embeddings unit, the last ends with the final layernorm and
-// starts with its copy of the embeddings unit (the tied LM head's wte; its wpe
-// rides along, unused). global_unit() says which unit of the whole model a
-// local unit is. Tensors keep their global layer numbers, so model files,
-// Hugging Face names and initial values are those of the whole model.
+// A layout may be one tensor rank's part (t > 1: the units are t-local,
+// tp_shape() says how each tensor is cut) and one pipeline stage's units
+// (StageRange: numbered locally, global_unit() maps them; the last stage's copy
+// of the embeddings unit carries wpe along unused): zero/README.md, "Two
+// slicings" and "Pipeline stages". The file order, num_parameters(), layer
+// numbers and initial values stay those of the whole model.
 #pragma once
 
 #include <algorithm>
@@ -76,7 +68,6 @@ struct ParamLayout {
     // the same stage with whole tensors (t = 1): the full tensors' values of its units
     ParamLayout whole_tensors() const { return ParamLayout(cfg, 1, stage); }
 
-    int num_layers() const { return cfg.num_layers; }  // the model's
     bool pipelined() const { return stage.stages > 1; }
     bool has_embed() const { return stage.first || stage.last; }
     bool head_copy() const { return stage.last && !stage.first; }  // unit 0 is the LM head's copy of wte

@@ -2,24 +2,15 @@
 // where every rank sits in the 3-D grid. Pure and host-only, like the shard
 // plan and the tensor-parallel plan beside it.
 //
-// Partition: the L layers are cut into P contiguous stages; stage s holds
-// layers [first(s), first(s) + layers(s)). The embeddings live on the first
-// stage, the final layernorm and the LM head on the last; the LM head is tied
-// to the token embedding, so the last stage keeps a copy of the embeddings
-// unit (one logical tensor: zero/engine/zero_engine.h keeps the two copies
-// equal). An even split gives the first L mod P stages one layer more (the
-// last stage already carries the LM head and the loss); --pp_layers sets the
-// counts by hand.
+// Partition: stage s holds layers [first(s), first(s) + layers(s)), the first
+// stage the embeddings, the last the final layernorm, the LM head and its copy
+// of the embeddings unit (zero/README.md, "Pipeline stages"). An even split
+// gives the first L mod P stages one layer more (the last already carries the
+// LM head and the loss); --pp_layers sets the counts by hand.
 //
-// The grid: world = dp x tp x pp ranks, tensor rank fastest, then data rank,
-// then stage (Megatron's order):
-//
-//     rank = (stage * dp + dp_rank) * tp + tp_rank
-//
-// so a stage's dp x tp ranks are consecutive and, within it, the grid is the
-// tensor-parallel one of zero/layout/tp_plan.h (rank = dp_rank * tp + tp_rank).
-// A pipeline group is the pp ranks with the same (dp_rank, tp_rank), dp * tp
-// apart; ZeRO shards across the dp ranks of a stage.
+// The grid (Megatron's order): rank = (stage * dp + dp_rank) * tp + tp_rank, so
+// within a stage it is tp_plan.h's grid; a pipeline group is the pp ranks with
+// the same (dp_rank, tp_rank), dp * tp apart.
 #pragma once
 
 #include <cstdlib>

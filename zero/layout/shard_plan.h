@@ -2,18 +2,11 @@
 // parameter buffer. Pure and host-only; it knows nothing about GPT-2 (the units
 // and their tensors come from zero/layout/param_layout.h) and nothing about devices.
 //
-// The flat buffer is a sequence of units. Unit u holds `numel(u)` real elements
-// and is padded to P(u), a multiple of nranks * align, so that it cuts into
-// nranks equal slices of P(u)/nranks elements, each a multiple of `align`:
-//
-//     full offset of unit u        F(u) = sum_{v<u} P(v)
-//     rank r's slice of unit u          = [F(u) + r*P(u)/N, F(u) + (r+1)*P(u)/N)
-//     shard offset of unit u       S(u) = sum_{v<u} P(v)/N
-//
-// A rank's shard is the concatenation of its slices, so slice (u, r) lives at
-// [S(u), S(u) + P(u)/N) of rank r's shard. A unit's all-gather moves every rank's
-// slice (contiguous in its shard) into [F(u), F(u)+P(u)) with ranks in order —
-// exactly NCCL's all-gather layout; reduce-scatter is the reverse.
+// Unit u is padded to P(u), a multiple of nranks * align; rank r's slice of it
+// is [F(u) + r*P(u)/N, F(u) + (r+1)*P(u)/N) of the full buffer and [S(u),
+// S(u) + P(u)/N) of its shard (F, S: zero/README.md, "Words"). A unit's
+// all-gather puts every rank's slice into [F(u), F(u)+P(u)) in rank order,
+// NCCL's layout; reduce-scatter is the reverse.
 #pragma once
 
 #include <algorithm>

@@ -15,10 +15,8 @@
 //   Cols        row-parallel layer: the input features (columns) are cut; rank
 //               p holds columns [p*K/t, (p+1)*K/t) of every row.
 //
-// The grid: world = t * d; rank = dp * t + tp, so the t ranks of a tensor group
-// are adjacent (one node, the fast links) and the d ranks of a data group are
-// t apart. Each tensor-parallel rank's part of a unit is a unit of its own,
-// and the shard plan cuts it across the d ranks of its data group.
+// The grid: rank = dp * t + tp, a tensor group's t ranks adjacent (one node,
+// the fast links); zero/README.md, "Two slicings", for how ZeRO cuts the parts.
 #pragma once
 
 #include <cstddef>

@@ -1,21 +1,15 @@
 // The model: GPT-2 forward and backward over the units of the flat buffer, as
 // explicit call lists with the shapes in comments. Every parameter pointer
-// comes from the ZeRO engine's hooks (zero/engine/zero_engine.h), which
-// gather (stage 3), hand out gradient buffers and launch the stage's
-// collectives: acquire_params(u) / release_params(u) around each unit's
-// forward and backward, acquire_grads(u) and grads_done(u) in backward
-// (zero/README.md, "The hooks"). The step that drives it is train_step()
-// in zero/run/train_step.h.
+// comes from the ZeRO engine's hooks around each unit (zero/README.md, "The
+// hooks"); train_step() in zero/run/train_step.h drives it.
 //
 // Tensor parallelism is explicit here: QKV and fc column-parallel, the two
 // projections row-parallel (their partial sums all-reduced, the bias added by
 // the group's rank 0), the embedding and LM head vocabulary-parallel
-// (zero/model/vocab_parallel.h); with sequence parallelism the residual
-// stream holds B*T/t rows per rank (row0() onwards) and the all-reduces split
-// into reduce-scatters and all-gathers (zero/README.md, "Two slicings"). A
-// pipeline stage runs the same call lists over its own units, from
-// acts.encoded (its input) to its last layer's output, a micro-batch at a
-// time in the activation slot selected (zero/README.md, "Pipeline stages").
+// (zero/model/vocab_parallel.h); with sp the residual stream holds B*T/t rows
+// per rank from row0() (zero/README.md, "Two slicings"). A pipeline stage runs
+// the same call lists over its own units, from acts.encoded to its last
+// layer's output, in the activation slot selected ("Pipeline stages").
 #pragma once
 
 #include <cstring>

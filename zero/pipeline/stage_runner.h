@@ -4,23 +4,14 @@
 // tensors to and from the neighbouring stages by point-to-point on the
 // pipeline group.
 //
-// Between two slots a stage sends what the slot before produced and receives
-// what the next slot needs, all in one group: in 1F1B's steady state stage s
-// sends micro-batch i forward while stage s+1 sends micro-batch j back, and
-// grouped, neither waits for the other to receive first (Megatron's
-// send_forward_recv_backward, in one call).
-//
-// Activation slots are used first in, first out: micro-batch i's activations
-// live in slot i % slots, from the receive of its input (or its forward, on
-// the first stage) to the end of its backward. That is right only because a
-// stage runs its backwards in the order of its forwards and holds at most
-// `slots` micro-batches at once (in_flight_peak): by the time micro-batch
-// i + slots needs the slot, micro-batch i's backward has ended. The stage
-// checks it as it goes (hold, let_go): a schedule or a slot count that broke
-// it would otherwise silently train on another micro-batch's activations.
-//
-// Each slot's own time and its wall-clock start and end are recorded for the
-// bubble report (zero/pipeline/bubble.h, which says what the own time is).
+// The sends and receives between two slots go in one group, so neighbours
+// sending to each other never wait on each other (Megatron's
+// send_forward_recv_backward). Micro-batch i's activations live in slot
+// i % slots, right only while the stage runs its backwards in the order of its
+// forwards and holds at most `slots` micro-batches (in_flight_peak); hold and
+// let_go check it, as a broken schedule would silently train on another
+// micro-batch's activations. Each slot's own time and its wall-clock start and
+// end go to the bubble report (zero/pipeline/bubble.h).
 #pragma once
 
 #include <ctime>

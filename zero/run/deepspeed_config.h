@@ -1,63 +1,21 @@
 // DeepSpeed-style JSON configuration: `--deepspeed_config ds.json` sets the
 // options a DeepSpeed user would put in their config file, as DeepSpeed reads it.
 //
-// One rule for the flags around it: the file, where it stands on the command
-// line, sets every option it governs, by its key or, where the key or section is
-// absent, by DeepSpeed's default (stage 0 and no offload, fp32 unless bf16 or fp16
-// is enabled, no clipping, no schedule: the lr throughout); flags after it
-// override it. What DeepSpeed takes from the training script instead stays as the
-// flags say: the optimizer (-l, -c, betas, eps) without an optimizer section, the
-// batch (-b, -d) without batch keys. The mapping:
+// Where the file stands on the command line it sets every option it governs,
+// by its key or DeepSpeed's default; flags after it override it (README.md,
+// "DeepSpeed configs", has the rule and where this reader differs). Each section
+// maps to the flags of the same meaning, by an apply_* of its own in
+// deepspeed_config.cpp, with DeepSpeed's defaults for what it leaves out: the
+// batch keys to -b and -d (resolve_deepspeed_batch), gradient_clipping to
+// --grad_clip, bf16/fp16 to -p and fp16's loss-scale keys to the flags of their
+// names, optimizer to -l, -c and --adam_*, scheduler to --lr_schedule and its
+// flags, zero_optimization to -z and --offload_* (with nvme, its and aio's keys
+// to --nvme_*), activation_checkpointing to -r 2 --offload_activations 1 and
+// --partition_activations.
 //
-//   train_micro_batch_size_per_gpu            -b
-//   gradient_accumulation_steps, train_batch_size
-//                                             made into -b and -d by DeepSpeed's
-//                                             rules once the world size is known
-//                                             (resolve_deepspeed_batch)
-//   gradient_clipping                         --grad_clip
-//   bf16.enabled / bfloat16.enabled, fp16.enabled
-//                                             -p bf16, fp16, else fp32
-//   fp16.loss_scale, initial_scale_power, loss_scale_window, hysteresis,
-//   min_loss_scale                            the flags of the same names
-//   optimizer.type                            Adam or AdamW (any case): AdamW
-//   optimizer.params.lr, weight_decay, betas, eps, bias_correction (absent:
-//   1e-3, 0, (0.9, 0.999), 1e-8, true)        -l, -c, --adam_beta1/2, --adam_eps,
-//                                             --adam_bias_correction
-//   scheduler.type, params                    --lr_schedule WarmupLR, WarmupDecayLR
-//                                             or WarmupCosineLR (others refused),
-//                                             run as DeepSpeed's lr_schedules run
-//                                             them (learning_rate_at), with -u,
-//                                             --warmup_type, --total_num_steps,
-//                                             --warmup_min_ratio (warmup_min_lr /
-//                                             warmup_max_lr, which is -l) and -q
-//                                             (cos_min_ratio); DeepSpeed's defaults
-//   zero_optimization.stage                   -z
-//   zero_optimization.offload_optimizer.device (or cpu_offload true)
-//                                             --offload_optimizer none, cpu, nvme
-//   zero_optimization.offload_param.device (or cpu_offload_param true)
-//                                             --offload_param none or cpu (nvme is
-//                                             refused: stage 3's slices are read by
-//                                             every pass, so they stay in host memory)
-//   with offload_optimizer.device nvme (absent: DeepSpeed's 4 buffers, 1 MiB
-//   blocks, depth 8, one thread): offload_optimizer.nvme_path, buffer_count,
-//   aio.block_size (bytes), queue_depth, intra_op_parallelism (or thread_count)
-//                                             --nvme_path, --nvme_buffers,
-//                                             --nvme_block_kib, --nvme_queue_depth,
-//                                             --nvme_threads
-//   activation_checkpointing.cpu_checkpointing true
-//                                             -r 2 --offload_activations 1
-//   activation_checkpointing.partition_activations
-//                                             --partition_activations
-//
-// Unknown keys as DeepSpeed treats them: its checked sections (zero_optimization
-// and its offload sections; the optimizer's and scheduler's params, keyword
-// arguments) refuse them and negative sizes, naming a known key a typo away;
-// elsewhere it ignores them, as does this reader, with a note. Known keys with no
-// use here (deepspeed_keys.cpp says why) and "auto" values (Hugging Face's: keep
-// this trainer's value) are a folded note each; a note that changes the run is a
-// line. A value this trainer cannot honour (Lamb, amsgrad, OneCycle, ...) or of the
-// wrong JSON type is a one-line error naming the key. The file may have comments
-// and trailing commas, as DeepSpeed's hjson reader takes them; at most 1 MiB.
+// Unknown keys: refused where DeepSpeed refuses them, else a note (Section::finish
+// in deepspeed_config.cpp); a value this trainer cannot honour, or of the wrong
+// JSON type, is a one-line error naming the key.
 #pragma once
 
 #include <string>
@@ -87,7 +45,3 @@ long deepspeed_total_batch(int gradient_accumulation_steps, long train_batch_siz
 // / world. The result is set as -b and -d (tokens per step); anything that does
 // not divide is a one-line error quoting the rule.
 void resolve_deepspeed_batch(TrainOptions& o, int world);
-
-// The mapping is implemented in zero/run/deepspeed_config.cpp, with the table of
-// known keys in zero/run/deepspeed_keys.cpp and the batch rules in
-// zero/run/deepspeed_batch.cpp (compiled once).

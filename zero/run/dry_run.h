@@ -1,20 +1,15 @@
 // The dry run (zero/README.md, "The dry run"): a rank built as the trainer
-// builds it and train_step() run on it, with every kernel, copy, collective
-// and piece of host work recorded instead of run and the accountant handing
-// out addresses that hold nothing (zero/base/ops.h). What comes out is the
-// trainer's own list of operations -- the step-time model's input -- and the
-// rank's memory by phase, exact, at any scale: no parameter, gradient or
-// activation byte exists and no data is read.
+// builds it and train_step() run on it with every operation recorded instead of
+// run (zero/base/ops.h): the trainer's own list of operations, the step-time
+// model's input, and the rank's memory by phase, exact, at any scale.
 //
 // record_rank() also takes its real twin, a capture (Recording::Capture), whose
 // ops --calibrate replays and --trace writes (zero/run/step_trace.h).
 //
-// Which ranks: the ranks of one pipeline stage hold the same bytes (equal
-// slices of equal units; a tensor rank's units are all alike) and run the
-// same operations, up to which elements their slices hold (how many pieces
-// their per-piece kernels take) and a row-parallel bias only tensor rank 0
-// adds; so one rank per stage, its data and tensor rank 0, stands for the
-// stage. Any rank can be run (the tests run them all).
+// Which ranks: one per pipeline stage, its data and tensor rank 0, stands for
+// the stage, whose ranks hold the same bytes and run the same operations up to
+// which elements their slices hold and the row-parallel bias only tensor rank 0
+// adds. Any rank can be run (the tests run them all).
 #pragma once
 
 #include <vector>
