@@ -21,31 +21,51 @@
 //                            PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid or
 //                            TORCHELASTIC_RUN_ID, whichever is set first)
 //
-// TCP protocol (the default). Rank 0 listens on MASTER_ADDR:MASTER_PORT (that
-// address if it is a loopback one, else every interface); every other rank
-// connects, retrying until the timeout while rank 0 is not up or not
-// resolvable, and sends one 512-byte record (bootstrap_detail.h: magic, rank,
-// world, host, GPU bus id, job tag; integers big-endian, strings NUL-padded).
-// Rank 0 polls all connections until it holds world-1 records or the timeout
-// passes, drops a connection without the magic, tells one with another job's
-// tag so (another job on the same port), checks the set (every rank once, one
-// world size, no two ranks on one host's GPU: NCCL cannot drive that), runs the
-// callback, and answers every connection with a status and the payload or the
-// error, which every rank then prints alike. A rank 0 that times out names the
-// ranks that never came; a rank that never reaches it says "rank 3 could not
-// reach rank 0 at host:port within 300 s".
+// TCP protocol (the default)
 //
-// File protocol (ZERO_NCCL_ID_FILE: a path on a filesystem all ranks share).
-// Rank 0 removes any old file, runs the callback on its own record and renames
-// a temporary file (magic, world, job tag, payload) into place, so no reader
-// sees half of it; the others poll for it, skipping another job's (other world
-// size or tag). Rank 0 sees no other record, so the checks above are left to
-// NCCL's init. Use a path unique to the job (e.g. with $SLURM_JOB_ID): without
-// a job tag, a rank that looks before rank 0 has removed a previous run's file
-// cannot tell it is stale.
+//   Rank 0 listens on MASTER_ADDR:MASTER_PORT (on that address if it is a
+//   loopback address, otherwise on every interface). Every other rank connects,
+//   retrying while rank 0 is not up yet (connection refused, unreachable, name
+//   not resolvable yet) until the timeout, then sends one fixed-size record:
 //
-// Definitions: bootstrap.cpp (checks, options, rendezvous()), bootstrap_tcp.cpp,
-// bootstrap_file.cpp; bootstrap_detail.h holds what they share.
+//     record (512 bytes)   "ZRDVREC1" | rank u32 | world u32 | host[256] |
+//                          gpu[128] | job[112]
+//
+//   (integers big-endian, strings NUL-padded and truncated to fit.) Rank 0 reads
+//   records from all connections at once (poll), until it holds world-1 of them
+//   or the timeout passes. A connection that does not send a record with the
+//   right magic is dropped; one whose job tag differs from rank 0's is told so
+//   and dropped (another job that picked the same port). Then rank 0 validates
+//   all the records: every rank in [0, world) exactly once, the same world size
+//   everywhere, and no two ranks on one host with the same GPU bus id (NCCL
+//   cannot drive one GPU from two ranks). If they pass it runs the callback.
+//   Either way it answers every connection with
+//
+//     reply                "ZRDVRPL1" | status u32 (0 ok, 1 error) | length u32 |
+//                          length bytes: the payload, or the error message
+//
+//   and closes. A rank that gets an error reply fails with that message, so all
+//   ranks print the same line. A rank 0 that times out sends the connected
+//   ranks the list of ranks that never came; a rank that never reaches rank 0
+//   says "rank 3 could not reach rank 0 at host:port within 300 s".
+//
+// File protocol (ZERO_NCCL_ID_FILE set: a path on a filesystem all ranks share)
+//
+//   Rank 0 removes any old file, runs the callback with its own record only,
+//   and writes "ZRDVFIL1" | world u32 | length u32 | job[112] | payload to a
+//   temporary file that it renames into place (atomic: readers never see half a
+//   file). The others poll for the file until the timeout, skipping a file left
+//   by another job (different world size or job tag). Rank 0 never sees the
+//   other ranks' records here, so the checks above (two ranks on one GPU in
+//   particular) cannot run before NCCL; NCCL's own init then reports such
+//   problems. Use a path unique to the job (e.g. one containing $SLURM_JOB_ID):
+//   without a job tag, a rank that looks before rank 0 has removed a previous
+//   run's file cannot tell it is stale.
+//
+// The definitions are in zero/comm/bootstrap.cpp (the checks, the options,
+// rendezvous()), zero/comm/bootstrap_tcp.cpp (the TCP protocol) and
+// zero/comm/bootstrap_file.cpp (the file protocol); zero/comm/bootstrap_detail.h
+// holds what they share.
 #pragma once
 
 #include <cstdint>

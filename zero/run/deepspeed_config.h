@@ -3,15 +3,47 @@
 //
 // Where the file stands on the command line it sets every option it governs,
 // by its key or DeepSpeed's default; flags after it override it (README.md,
-// "DeepSpeed configs", has the rule and where this reader differs). Each section
-// maps to the flags of the same meaning, by an apply_* of its own in
-// deepspeed_config.cpp, with DeepSpeed's defaults for what it leaves out: the
-// batch keys to -b and -d (resolve_deepspeed_batch), gradient_clipping to
-// --grad_clip, bf16/fp16 to -p and fp16's loss-scale keys to the flags of their
-// names, optimizer to -l, -c and --adam_*, scheduler to --lr_schedule and its
-// flags, zero_optimization to -z and --offload_* (with nvme, its and aio's keys
-// to --nvme_*), activation_checkpointing to -r 2 --offload_activations 1 and
-// --partition_activations.
+// "DeepSpeed configs", has the rule and where this reader differs). The mapping:
+//
+//   train_micro_batch_size_per_gpu            -b
+//   gradient_accumulation_steps, train_batch_size
+//                                             made into -b and -d by DeepSpeed's
+//                                             rules once the world size is known
+//                                             (resolve_deepspeed_batch)
+//   gradient_clipping                         --grad_clip
+//   bf16.enabled / bfloat16.enabled, fp16.enabled
+//                                             -p bf16, fp16, else fp32
+//   fp16.loss_scale, initial_scale_power, loss_scale_window, hysteresis,
+//   min_loss_scale                            the flags of the same names
+//   optimizer.type                            Adam or AdamW (any case): AdamW
+//   optimizer.params.lr, weight_decay, betas, eps, bias_correction (absent:
+//   1e-3, 0, (0.9, 0.999), 1e-8, true)        -l, -c, --adam_beta1/2, --adam_eps,
+//                                             --adam_bias_correction
+//   scheduler.type, params                    --lr_schedule WarmupLR, WarmupDecayLR
+//                                             or WarmupCosineLR (others refused),
+//                                             run as DeepSpeed's lr_schedules run
+//                                             them (learning_rate_at), with -u,
+//                                             --warmup_type, --total_num_steps,
+//                                             --warmup_min_ratio (warmup_min_lr /
+//                                             warmup_max_lr, which is -l) and -q
+//                                             (cos_min_ratio); DeepSpeed's defaults
+//   zero_optimization.stage                   -z
+//   zero_optimization.offload_optimizer.device (or cpu_offload true)
+//                                             --offload_optimizer none, cpu, nvme
+//   zero_optimization.offload_param.device (or cpu_offload_param true)
+//                                             --offload_param none or cpu (nvme is
+//                                             refused: stage 3's slices are read by
+//                                             every pass, so they stay in host memory)
+//   with offload_optimizer.device nvme (absent: DeepSpeed's 4 buffers, 1 MiB
+//   blocks, depth 8, one thread): offload_optimizer.nvme_path, buffer_count,
+//   aio.block_size (bytes), queue_depth, intra_op_parallelism (or thread_count)
+//                                             --nvme_path, --nvme_buffers,
+//                                             --nvme_block_kib, --nvme_queue_depth,
+//                                             --nvme_threads
+//   activation_checkpointing.cpu_checkpointing true
+//                                             -r 2 --offload_activations 1
+//   activation_checkpointing.partition_activations
+//                                             --partition_activations
 //
 // Unknown keys: refused where DeepSpeed refuses them, else a note (Section::finish
 // in deepspeed_config.cpp); a value this trainer cannot honour, or of the wrong
