@@ -212,7 +212,8 @@ tests)
     # the gpu tests are scripts: nothing to build for them
     (cd build/test && timeout "${TESTS_TIMEOUT:-420}" ctest -L gpu -V 2>&1) >"$OUT/ctest_gpu.log"
     grep -E "Test +#|tests passed|tests failed|FAIL|PASS.*z|relative" "$OUT/ctest_gpu.log" | tail -n 40
-    row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -n 1)"
+    # (a skipped test counts as passed in ctest's line: say how many skipped, e.g. no GPU seen)
+    row "ctest -L gpu" "$(grep -E 'tests passed|tests failed' "$OUT/ctest_gpu.log" | tail -n 1); $(grep -cE '^[[:space:]]+[0-9]+ - .*\(Skipped\)' "$OUT/ctest_gpu.log") skipped"
     # the CPU AdamW's AVX-512 path, bit for bit against the scalar twin: CI's
     # machines have no AVX-512, the GPU machine's host has
     cmake --build build/test -j"$(nproc)" --target cpu_adamw >"$OUT/cpu_adamw_build.log" 2>&1 &&
