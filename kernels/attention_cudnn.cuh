@@ -33,9 +33,13 @@
 // knows: its deterministic backward keeps dP, 2 bytes a score over 64-row
 // tiles (the size cuDNN's frontend states for that form), and 64 MiB is left
 // for the rest. (Arithmetic only: a dry run without cuDNN sizes it too.)
+// D's bytes, at the front: cuDNN's own workspace starts after them.
+inline size_t attention_cudnn_row_dot_bytes(size_t B, size_t T, int num_heads) {
+    return round_up(B * (size_t)num_heads * T * sizeof(float), 256);
+}
 inline size_t attention_cudnn_workspace_bytes(size_t B, size_t T, int num_heads) {
     const size_t T64 = round_up(T, 64), heads = B * (size_t)num_heads;
-    return round_up(heads * T * sizeof(float), 256) + heads * T64 * T64 * 2 + ((size_t)64 << 20);
+    return attention_cudnn_row_dot_bytes(B, T, num_heads) + heads * T64 * T64 * 2 + ((size_t)64 << 20);
 }
 
 #ifdef ZERO_CUDNN
@@ -197,11 +201,16 @@ struct Plan {
 
     // The operation graph, cuDNN's heuristics' engine configurations in their
     // order, and the first that makes a plan (all kept while the plan lives).
-    void build() {
+    // The operations as one finalized graph (cuDNN checks that its tensors join up; without a handle no device
+    // is needed, which test_cudnn_graphs uses).
+    Desc& operation_graph() {
         Desc& graph = *descs.emplace_back(std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR));
-        graph.set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), (int64_t)ops.size())
-            .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, handle)
-            .finalize();
+        graph.set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops.data(), (int64_t)ops.size());
+        if (handle) graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, handle);
+        return graph.finalize();
+    }
+    void build() {
+        Desc& graph = operation_graph();
         Desc& heur = *descs.emplace_back(std::make_unique<Desc>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR));
         heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, graph.d)
             .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, CUDNN_HEUR_MODE_A)
@@ -342,7 +351,7 @@ struct CudnnAttention {
             const cudnnDataType_t dt = std::is_same<T, bf16>::value ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
             p = backward ? cudnn_attn::backward_graph(handle, s, dt) : cudnn_attn::forward_graph(handle, s, dt);
             p->build();
-            const size_t need = row_dot_bytes(B, T_, NH) + (size_t)p->workspace;
+            const size_t need = attention_cudnn_row_dot_bytes(B, T_, NH) + (size_t)p->workspace;
             CHECK(need <= ctx.workspace_bytes,
                   "cuDNN attention's %s plan needs %zu bytes of workspace, the kernel workspace has %zu "
                   "(attention_cudnn_workspace_bytes, kernels/attention_cudnn.cuh)",
@@ -350,7 +359,6 @@ struct CudnnAttention {
         }
         return *p;
     }
-    static size_t row_dot_bytes(int B, int T_, int NH) { return round_up((size_t)B * NH * T_ * sizeof(float), 256); }
     // cuDNN before 9.10 masks with the lowest float rather than -inf (as its frontend does)
     static float masked() {
         return cudnnGetVersion() < 91000 ? std::numeric_limits<float>::lowest() : -INFINITY;
@@ -379,7 +387,7 @@ void attention_cudnn_backward(const KernelCtx& ctx, T* dqkv, const T* dout, cons
     p.execute({{kQ, qkv}, {kK, qkv + C}, {kV, qkv + 2 * C}, {kOut, out}, {kDout, dout}, {kLse, lse}, {kDq, dqkv},
                {kDk, dqkv + C}, {kDv, dqkv + 2 * C}, {kScale, &scale}, {kNegInf, &neg_inf}, {kOne, &one},
                {kRowDot, ws}},
-              ws + CudnnAttention::row_dot_bytes(B, T_, NH));
+              ws + attention_cudnn_row_dot_bytes(B, T_, NH));
 }
 
 #endif  // ZERO_CUDNN

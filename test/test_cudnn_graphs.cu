@@ -15,10 +15,8 @@
 
 using namespace cudnn_attn;
 
-static void finalize_graph(const char* what, const Plan& g, Shape s) {
-    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);  // (no handle: no device needed)
-    graph.set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g.ops.data(), (int64_t)g.ops.size())
-        .finalize();
+static void finalize_graph(const char* what, Plan& g, Shape s) {
+    g.operation_graph();  // the trainer's own step before cuDNN's heuristics (no handle: no device needed)
     printf("ok: %s B=%lld NH=%lld T=%lld hs=%lld: %zu operations\n", what, (long long)s.B, (long long)s.NH,
            (long long)s.T, (long long)s.hs, g.ops.size());
 }

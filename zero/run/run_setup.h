@@ -314,10 +314,10 @@ inline RunSetup make_run_setup(const TrainOptions& o) {
     CHECK(!r.cudnn_attention, "--attention cudnn: this build has no cuDNN (the Makefile looks for it with "
                               "dev/find_cudnn.sh; set CUDNN_HOME and rebuild)");
 #endif
-    CHECK(!r.cudnn_attention || (r.dtype != DType::F32 && r.cfg.channels / r.cfg.num_heads % 8 == 0 &&
-                                 r.cfg.channels / r.cfg.num_heads <= 128),
+    const int head_size = r.cfg.channels / r.cfg.num_heads;
+    CHECK(!r.cudnn_attention || (r.dtype != DType::F32 && head_size % 8 == 0 && head_size <= 128),
           "--attention cudnn needs -p bf16 or fp16 and a head size that is a multiple of 8, at most 128 (got %s, %d)",
-          dtype_name(r.dtype), r.cfg.channels / r.cfg.num_heads);
+          dtype_name(r.dtype), head_size);
 
     // optimisation
     CHECK(o.learning_rate >= 0.0f && o.warmup_steps >= 0 && o.final_lr_frac >= 0.0f && o.final_lr_frac <= 1.0f,
